@@ -1,0 +1,56 @@
+"""ttlstate: a RocksDB state-store provider for Spark Structured Streaming with Flink-style TTL.
+
+Enable it on a session with `ttlstate.configure(SparkSession.builder)`, or by hand with
+`spark.sql.streaming.stateStore.providerClass=io.ttlstate.spark.TtlStateStoreProvider`
+and the shim jar (`ttlstate.jar_path()`) on `spark.jars`.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+__version__ = "0.1.0"
+
+PROVIDER_CLASS = "io.ttlstate.spark.TtlStateStoreProvider"
+PROVIDER_CLASS_KEY = "spark.sql.streaming.stateStore.providerClass"
+CONF_PREFIX = "spark.sql.streaming.stateStore.ttlstate."
+
+_JAR_NAME = "ttlstate-shim.jar"
+
+
+def jar_path() -> str:
+    """Absolute path of the JVM shim jar shipped with this package."""
+    path = pathlib.Path(__file__).resolve().parent / "jars" / _JAR_NAME
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"The ttlstate shim jar is missing at {path}. Build it with `make jar` "
+            "(gradle) in the ttlstate source tree, or reinstall a wheel that contains it.")
+    return str(path)
+
+
+def _append_path_list(current: str | None, item: str, sep: str) -> str:
+    if not current:
+        return item
+    parts = [p for p in current.split(sep) if p]
+    return current if item in parts else sep.join(parts + [item])
+
+
+def configure(builder):
+    """Set up a `SparkSession.Builder` to keep streaming state in ttlstate; returns it.
+
+    Appends the shim jar to `spark.jars` and `spark.driver.extraClassPath` (keeping
+    what is already set), selects the provider class, and pins the Python that runs the
+    store service to this interpreter unless `spark.pyspark.python` or `PYSPARK_PYTHON`
+    already choose one.
+    """
+    jar = jar_path()
+    options = builder._options  # the builder's pending confs (pyspark keeps them here)
+    builder.config("spark.jars", _append_path_list(options.get("spark.jars"), jar, ","))
+    builder.config("spark.driver.extraClassPath",
+                   _append_path_list(options.get("spark.driver.extraClassPath"), jar, os.pathsep))
+    builder.config(PROVIDER_CLASS_KEY, PROVIDER_CLASS)
+    if "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
+        builder.config("spark.pyspark.python", sys.executable)
+    return builder

@@ -1,0 +1,54 @@
+"""ttlstate's exception hierarchy. Each error carries a stable error class, sent over the
+wire to the JVM, which turns it into a Spark error."""
+
+from __future__ import annotations
+
+
+class TtlStateError(Exception):
+    """Base of every error ttlstate raises on purpose."""
+
+    error_class = "TTLSTATE_INTERNAL"
+
+
+class ProtocolError(TtlStateError):
+    """A frame that does not follow docs/PROTOCOL.md. The connection is closed."""
+
+    error_class = "TTLSTATE_PROTOCOL_ERROR"
+
+
+class AuthError(TtlStateError):
+    error_class = "TTLSTATE_AUTH"
+
+
+class InvalidConfError(TtlStateError):
+    """A conf value that is not allowed; the message names key, value and what is allowed."""
+
+    error_class = "TTLSTATE_INVALID_CONF"
+
+    def __init__(self, key: str, value: str, allowed: str):
+        super().__init__(f"Invalid value '{value}' for {key}: {allowed}")
+        self.key, self.value, self.allowed = key, value, allowed
+
+
+class UnknownHandleError(TtlStateError):
+    error_class = "TTLSTATE_UNKNOWN_HANDLE"
+
+
+class VersionMismatchError(TtlStateError):
+    error_class = "TTLSTATE_VERSION_MISMATCH"
+
+
+class CorruptFileError(TtlStateError):
+    """A state file that cannot be read; names the file and the version."""
+
+    error_class = "TTLSTATE_CORRUPT_FILE"
+
+    def __init__(self, path: str, version: int, reason: str):
+        super().__init__(f"State file {path} (version {version}) is unreadable: {reason}")
+        self.path, self.version, self.reason = path, version, reason
+
+
+class StorageError(TtlStateError):
+    """RocksDB (or the local disk under it) failed; see `ttlstate.store.engine_errors`."""
+
+    error_class = "TTLSTATE_STORAGE"

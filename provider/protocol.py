@@ -1,0 +1,273 @@
+"""The wire protocol between the JVM shim and the store workers (spec: docs/PROTOCOL.md).
+
+Only this module knows the byte layout. `Reader` decodes fields from one frame body and
+raises `ProtocolError` on any malformed input; `Writer` builds a frame body.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .errors import ProtocolError
+
+PROTOCOL_VERSION = 1
+MAX_FRAME = 64 * 1024 * 1024
+
+# Operations (request op codes).
+HELLO = 0x01
+OPEN = 0x02
+LOAD = 0x03
+BEGIN = 0x04
+WRITE_BATCH = 0x05
+GET = 0x06
+MULTI_GET = 0x07
+ITER_OPEN = 0x08
+ITER_NEXT = 0x09
+ITER_CLOSE = 0x0A
+STATS = 0x0B
+COMMIT = 0x0C
+ABORT = 0x0D
+SNAPSHOT = 0x0E
+CLOSE = 0x0F
+PING = 0x10
+
+OP_NAMES = {
+    HELLO: "HELLO", OPEN: "OPEN", LOAD: "LOAD", BEGIN: "BEGIN",
+    WRITE_BATCH: "WRITE_BATCH", GET: "GET", MULTI_GET: "MULTI_GET",
+    ITER_OPEN: "ITER_OPEN", ITER_NEXT: "ITER_NEXT", ITER_CLOSE: "ITER_CLOSE",
+    STATS: "STATS", COMMIT: "COMMIT", ABORT: "ABORT", SNAPSHOT: "SNAPSHOT",
+    CLOSE: "CLOSE", PING: "PING",
+}
+
+STATUS_OK = 0
+STATUS_ERROR = 1
+
+RECORD_PUT = 1
+RECORD_REMOVE = 2
+
+FILE_SNAPSHOT = 1
+FILE_CHANGELOG = 2
+
+_U8 = struct.Struct("<B")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_I64 = struct.Struct("<q")
+_HEADER = struct.Struct("<BI")  # op, handle
+
+
+class Reader:
+    """Decodes the fields of one frame body, checking every length."""
+
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes | memoryview, pos: int = 0):
+        self.buf = buf
+        self.pos = pos
+
+    def _take(self, st: struct.Struct):
+        end = self.pos + st.size
+        if end > len(self.buf):
+            raise ProtocolError(f"frame truncated at byte {self.pos}")
+        (v,) = st.unpack_from(self.buf, self.pos)
+        self.pos = end
+        return v
+
+    def u8(self) -> int:
+        return self._take(_U8)
+
+    def u16(self) -> int:
+        return self._take(_U16)
+
+    def u32(self) -> int:
+        return self._take(_U32)
+
+    def i32(self) -> int:
+        return self._take(_I32)
+
+    def i64(self) -> int:
+        return self._take(_I64)
+
+    def bool(self) -> bool:
+        v = self.u8()
+        if v > 1:
+            raise ProtocolError(f"boolean byte must be 0 or 1, got {v}")
+        return v == 1
+
+    def bytes(self) -> bytes:
+        n = self.u32()
+        end = self.pos + n
+        if end > len(self.buf):
+            raise ProtocolError(f"byte string of {n} bytes overruns the frame at byte {self.pos}")
+        v = bytes(self.buf[self.pos:end])
+        self.pos = end
+        return v
+
+    def str(self) -> str:
+        raw = self.bytes()
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ProtocolError(f"string is not valid UTF-8: {e}") from None
+
+    def optbytes(self) -> bytes | None:
+        return self.bytes() if self.bool() else None
+
+    def count(self, min_item_size: int) -> int:
+        """A repeat count, refused if the items could not fit in the rest of the frame."""
+        n = self.u32()
+        if n * min_item_size > len(self.buf) - self.pos:
+            raise ProtocolError(f"count {n} exceeds what the frame can hold")
+        return n
+
+    def str_pairs(self) -> list[tuple[str, str]]:
+        return [(self.str(), self.str()) for _ in range(self.count(8))]
+
+    def end(self) -> None:
+        if self.pos != len(self.buf):
+            raise ProtocolError(f"{len(self.buf) - self.pos} trailing bytes in frame")
+
+
+class Writer:
+    """Builds one frame body."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self):
+        self.parts: list[bytes] = []
+
+    def u8(self, v: int) -> "Writer":
+        self.parts.append(_U8.pack(v))
+        return self
+
+    def u16(self, v: int) -> "Writer":
+        self.parts.append(_U16.pack(v))
+        return self
+
+    def u32(self, v: int) -> "Writer":
+        self.parts.append(_U32.pack(v))
+        return self
+
+    def i32(self, v: int) -> "Writer":
+        self.parts.append(_I32.pack(v))
+        return self
+
+    def i64(self, v: int) -> "Writer":
+        self.parts.append(_I64.pack(v))
+        return self
+
+    def bytes(self, v: bytes) -> "Writer":
+        self.parts.append(_U32.pack(len(v)))
+        self.parts.append(v)
+        return self
+
+    def str(self, v: str) -> "Writer":
+        return self.bytes(v.encode("utf-8"))
+
+    def optbytes(self, v: bytes | None) -> "Writer":
+        if v is None:
+            return self.u8(0)
+        return self.u8(1).bytes(v)
+
+    def str_pairs(self, pairs) -> "Writer":
+        pairs = list(pairs)
+        self.u32(len(pairs))
+        for k, v in pairs:
+            self.str(k).str(v)
+        return self
+
+    def body(self) -> bytes:
+        return b"".join(self.parts)
+
+    def frame(self) -> bytes:
+        body = self.body()
+        return _U32.pack(len(body)) + body
+
+
+def request(op: int, handle: int) -> Writer:
+    """A request body starting with its op code and handle."""
+    return Writer().u8(op).u32(handle)
+
+
+def ok() -> Writer:
+    return Writer().u8(STATUS_OK)
+
+
+def error_frame(error_class: str, message: str) -> bytes:
+    return Writer().u8(STATUS_ERROR).str(error_class).str(message).frame()
+
+
+def read_header(r: Reader) -> tuple[int, int]:
+    op = r.u8()
+    handle = r.u32()
+    if op not in OP_NAMES:
+        raise ProtocolError(f"unknown op code 0x{op:02x}")
+    return op, handle
+
+
+def frame_length(header: bytes) -> int:
+    """The body length announced by a 4-byte frame header, checked against MAX_FRAME."""
+    (n,) = _U32.unpack(header)
+    if n > MAX_FRAME:
+        raise ProtocolError(f"frame of {n} bytes exceeds the limit of {MAX_FRAME}")
+    if n < 1:
+        raise ProtocolError("empty frame")
+    return n
+
+
+def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
+    """Decode a whole request body into (op, handle, fields); used by tests and tools.
+
+    The worker decodes fields lazily per op for speed; this function is the reference
+    decoder the shared vectors are checked against.
+    """
+    r = Reader(body)
+    op, handle = read_header(r)
+    f: dict = {}
+    if op == HELLO:
+        f = {"token": r.bytes().hex(), "version": r.u16()}
+    elif op == OPEN:
+        f = {"storeId": r.str(), "localDir": r.str(), "conf": r.str_pairs()}
+    elif op == LOAD:
+        f = {"version": r.i64(), "files": [(r.u8(), r.i64(), r.str()) for _ in range(r.count(13))]}
+    elif op == BEGIN:
+        f = {"version": r.i64(), "readOnly": r.bool()}
+    elif op == WRITE_BATCH:
+        f = {"records": list(read_records(r))}
+    elif op == GET:
+        f = {"key": r.bytes().hex()}
+    elif op == MULTI_GET:
+        f = {"keys": [r.bytes().hex() for _ in range(r.count(4))]}
+    elif op == ITER_OPEN:
+        f = {"prefix": r.bytes().hex(), "maxEntries": r.u32()}
+    elif op == ITER_NEXT:
+        f = {"maxEntries": r.u32()}
+    elif op == COMMIT:
+        f = {"newVersion": r.i64(), "changelogPath": r.str()}
+    elif op == SNAPSHOT:
+        f = {"path": r.str()}
+    elif op == CLOSE:
+        f = {"deleteFiles": r.bool()}
+    r.end()
+    return op, handle, f
+
+
+def read_records(r: Reader):
+    """Yield (kind, key, value-or-None) records of a WRITE_BATCH payload."""
+    n = r.count(5)
+    for _ in range(n):
+        kind = r.u8()
+        if kind == RECORD_PUT:
+            yield kind, r.bytes(), r.bytes()
+        elif kind == RECORD_REMOVE:
+            yield kind, r.bytes(), None
+        else:
+            raise ProtocolError(f"unknown write record kind {kind}")
+
+
+def decode_response(body: bytes | memoryview) -> tuple[int, Reader]:
+    r = Reader(body)
+    status = r.u8()
+    if status not in (STATUS_OK, STATUS_ERROR):
+        raise ProtocolError(f"unknown response status {status}")
+    return status, r

@@ -1,0 +1,75 @@
+"""Regenerate tests/vectors/frames.tsv: `python tests/vectors/make_vectors.py`.
+
+Each line is `name <TAB> hex of the frame body <TAB> canonical decoding`. The canonical
+decoding is the JSON of `ttlstate.protocol.decode_request` for requests, with keys sorted
+and no spaces; the Java `VectorCheck` renders its own decoding the same way and compares.
+Lines named `bad-*` must be refused by both decoders.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from ttlstate import protocol as p
+
+OUT = pathlib.Path(__file__).with_name("frames.tsv")
+
+
+def vectors():
+    R = p.request
+    yield "hello", R(p.HELLO, 0).bytes(bytes.fromhex("00ff10")).u16(1)
+    yield "open", R(p.OPEN, 0).str("op=0,part=3,name=default").str("/tmp/é/x").str_pairs(
+        [("spark.sql.streaming.stateStore.ttlstate.writeBatchBytes", "1024")])
+    yield "load", R(p.LOAD, 7).i64(12).u32(2).u8(1).i64(10).str("/d/10.snapshot").u8(2).i64(11).str("/d/11.changelog")
+    yield "begin", R(p.BEGIN, 7).i64(-1 & 0x7FFFFFFFFFFFFFFF).u8(1)
+    yield "write-batch", R(p.WRITE_BATCH, 9).u32(2).u8(1).bytes(b"k1").bytes(b"").u8(2).bytes(b"k2")
+    yield "get", R(p.GET, 9).bytes(b"\x00\x01\xfe")
+    yield "multi-get", R(p.MULTI_GET, 9).u32(2).bytes(b"a").bytes(b"")
+    yield "iter-open", R(p.ITER_OPEN, 9).bytes(b"").u32(1024)
+    yield "iter-next", R(p.ITER_NEXT, 4294967295).u32(1)
+    yield "iter-close", R(p.ITER_CLOSE, 3)
+    yield "stats", R(p.STATS, 9)
+    yield "commit", R(p.COMMIT, 9).i64(5).str("/l/5.changelog")
+    yield "abort", R(p.ABORT, 9)
+    yield "snapshot", R(p.SNAPSHOT, 7).str("/l/5.snapshot")
+    yield "close", R(p.CLOSE, 7).u8(1)
+    yield "ping", R(p.PING, 0)
+    yield "bad-unknown-op", p.Writer().u8(0x7F).u32(0)
+    yield "bad-truncated-bytes", R(p.GET, 1).u32(10).u8(1)
+    yield "bad-trailing", R(p.PING, 0).u8(0)
+    yield "bad-count-overrun", R(p.MULTI_GET, 1).u32(1000000)
+    yield "bad-bool", R(p.BEGIN, 1).i64(1).u8(2)
+    yield "bad-record-kind", R(p.WRITE_BATCH, 1).u32(1).u8(3).bytes(b"k")
+    yield "bad-utf8", R(p.SNAPSHOT, 1).bytes(b"\xff\xfe")
+
+
+def canonical(body: bytes) -> str:
+    try:
+        op, handle, fields = p.decode_request(body)
+    except p.ProtocolError:
+        return "ERROR"
+    fields = {k: _jsonable(v) for k, v in fields.items()}
+    return json.dumps({"op": p.OP_NAMES[op], "handle": handle, **fields},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _jsonable(v):
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, bytes):
+        return v.hex()
+    return v
+
+
+def main():
+    lines = []
+    for name, w in vectors():
+        body = w.body()
+        lines.append(f"{name}\t{body.hex()}\t{canonical(body)}")
+    OUT.write_text("\n".join(lines) + "\n")
+    print(f"wrote {len(lines)} vectors to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
