@@ -1,0 +1,46 @@
+package io.ttlstate.spark.protocol;
+
+/** Op codes, statuses and record/file kinds of the wire protocol (docs/PROTOCOL.md). */
+public final class Op {
+    private Op() {}
+
+    public static final int PROTOCOL_VERSION = 1;
+    /** Largest frame body either side accepts. */
+    public static final int MAX_FRAME = 64 * 1024 * 1024;
+
+    public static final int HELLO = 0x01;
+    public static final int OPEN = 0x02;
+    public static final int LOAD = 0x03;
+    public static final int BEGIN = 0x04;
+    public static final int WRITE_BATCH = 0x05;
+    public static final int GET = 0x06;
+    public static final int MULTI_GET = 0x07;
+    public static final int ITER_OPEN = 0x08;
+    public static final int ITER_NEXT = 0x09;
+    public static final int ITER_CLOSE = 0x0A;
+    public static final int STATS = 0x0B;
+    public static final int COMMIT = 0x0C;
+    public static final int ABORT = 0x0D;
+    public static final int SNAPSHOT = 0x0E;
+    public static final int CLOSE = 0x0F;
+    public static final int PING = 0x10;
+
+    public static final int STATUS_OK = 0;
+    public static final int STATUS_ERROR = 1;
+
+    public static final int RECORD_PUT = 1;
+    public static final int RECORD_REMOVE = 2;
+
+    public static final int FILE_SNAPSHOT = 1;
+    public static final int FILE_CHANGELOG = 2;
+
+    private static final String[] NAMES = {
+        null, "HELLO", "OPEN", "LOAD", "BEGIN", "WRITE_BATCH", "GET", "MULTI_GET", "ITER_OPEN",
+        "ITER_NEXT", "ITER_CLOSE", "STATS", "COMMIT", "ABORT", "SNAPSHOT", "CLOSE", "PING"
+    };
+
+    /** The name of an op code, or null if the code is unknown. */
+    public static String name(int op) {
+        return op > 0 && op < NAMES.length ? NAMES[op] : null;
+    }
+}
