@@ -1,0 +1,88 @@
+"""Every ttlstate conf key, declared once with its type, default and doc.
+
+Keys live under `spark.sql.streaming.stateStore.ttlstate.`; Spark forwards that prefix to
+every provider instance (`StateStoreConf.sqlConfs`), the shim passes them to the service,
+and `resolve()` validates them here. An invalid value raises `InvalidConfError` naming the
+key, the value and what is allowed; an unknown key under the prefix is refused too, since
+it is almost always a typo.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+from .errors import InvalidConfError
+
+PREFIX = "spark.sql.streaming.stateStore.ttlstate."
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfEntry:
+    name: str  # short name, after PREFIX
+    parse: Callable[[str], Any]  # raises ValueError with the allowed values
+    default: str | None  # as a user would write it; None: derived (see doc)
+    doc: str
+    scope: str  # "service": read once when the service starts; "store": per store
+
+    @property
+    def key(self) -> str:
+        return PREFIX + self.name
+
+
+def _positive_int(upper: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text.strip())
+        except ValueError:
+            v = 0
+        if not 1 <= v <= upper:
+            raise ValueError(f"expected an integer from 1 to {upper}")
+        return v
+    return parse
+
+
+ENTRIES: tuple[ConfEntry, ...] = (
+    ConfEntry(
+        "workers", _positive_int(64), None,
+        "Store worker processes per executor. Default: the executor's cores "
+        "(`spark.executor.cores`, else the machine's processors). Stores are pinned to a "
+        "worker by a hash of their id.",
+        "service"),
+    ConfEntry(
+        "writeBatchBytes", _positive_int(16 * 1024 * 1024), "262144",
+        "Write-behind buffer of the JVM shim: puts and removes are shipped to the worker in "
+        "one frame when this many bytes are buffered (and before any read that needs them).",
+        "store"),
+    ConfEntry(
+        "iteratorChunkEntries", _positive_int(1_000_000), "1024",
+        "Entries per chunk when iterating or prefix-scanning a store.",
+        "store"),
+)
+
+BY_KEY: dict[str, ConfEntry] = {e.key: e for e in ENTRIES}
+
+
+def resolve(confs: Mapping[str, str], scope: str) -> dict[str, Any]:
+    """Validate `confs` (full keys) and return {short name: value} for entries of `scope`.
+
+    Keys of the other scope are validated too, so a bad value fails wherever it is seen.
+    """
+    out: dict[str, Any] = {}
+    for key, text in confs.items():
+        if not key.startswith(PREFIX):
+            continue
+        entry = BY_KEY.get(key)
+        if entry is None:
+            known = ", ".join(sorted(e.name for e in ENTRIES))
+            raise InvalidConfError(key, text, f"unknown ttlstate key; known keys are {known}")
+        try:
+            value = entry.parse(text)
+        except ValueError as e:
+            raise InvalidConfError(key, text, str(e)) from None
+        if entry.scope == scope:
+            out[entry.name] = value
+    for entry in ENTRIES:
+        if entry.scope == scope and entry.name not in out and entry.default is not None:
+            out[entry.name] = entry.parse(entry.default)
+    return out

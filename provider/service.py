@@ -1,0 +1,187 @@
+"""The store service: `python -m ttlstate.service --dir DIR`, started by the JVM shim.
+
+Reads the token and the ttlstate confs from stdin (docs/PROTOCOL.md, "Service start-up"),
+binds one socket per worker in DIR, forks the workers, prints `READY <pid> <workers>`,
+then supervises: a worker that dies is forked again on the same listening socket. When
+stdin reaches EOF (the JVM is gone, even after SIGKILL) or on SIGTERM, the service kills
+its workers and deletes DIR. Workers also die with the service (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+
+from . import conf
+from .errors import InvalidConfError
+
+log = logging.getLogger("ttlstate.service")
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """Ask Linux to SIGKILL this process when its parent (the service) exits."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def read_startup(stream) -> tuple[bytes, dict[str, str]]:
+    """Token line, then key=value lines, then an empty line."""
+    token_line = stream.readline()
+    if not token_line:
+        raise SystemExit("ttlstate.service: no token on stdin")
+    token = bytes.fromhex(token_line.strip())
+    confs: dict[str, str] = {}
+    for line in iter(stream.readline, ""):
+        line = line.rstrip("\n")
+        if not line:
+            break
+        key, _, value = line.partition("=")
+        confs[key] = value
+    return token, confs
+
+
+def worker_count(confs: dict[str, str]) -> int:
+    resolved = conf.resolve(confs, "service")
+    if "workers" in resolved:
+        return resolved["workers"]
+    try:
+        cores = int(confs.get("executorCores", ""))
+    except ValueError:
+        cores = 0
+    return max(1, cores or os.cpu_count() or 1)
+
+
+class Supervisor:
+    def __init__(self, service_dir: str, token: bytes, workers: int):
+        self.dir = service_dir
+        self.token = token
+        self.listeners = []
+        self.pids: dict[int, int] = {}  # pid -> worker index
+        self.stopping = threading.Event()
+        for i in range(workers):
+            path = os.path.join(service_dir, f"w{i}.sock")
+            if os.path.exists(path):
+                os.unlink(path)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(path)
+            os.chmod(path, 0o600)
+            s.listen(128)
+            self.listeners.append(s)
+
+    def fork_worker(self, index: int):
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 0
+            try:
+                _die_with_parent()
+                if os.getppid() == 1:
+                    os._exit(0)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                for j, s in enumerate(self.listeners):
+                    if j != index:
+                        s.close()
+                # Not sys.stdin.close(): the parent's stdin thread holds its lock at fork.
+                devnull = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(devnull, 0)
+                os.close(devnull)
+                from .worker import serve
+                serve(index, self.listeners[index], self.token)
+            except BaseException:  # noqa: BLE001
+                log.exception("worker %d crashed", index)
+                code = 1
+            finally:
+                os._exit(code)
+        self.pids[pid] = index
+        log.info("started worker %d as pid %d", index, pid)
+
+    def run(self):
+        for i in range(len(self.listeners)):
+            self.fork_worker(i)
+        print(f"READY {os.getpid()} {len(self.listeners)}", flush=True)
+        while not self.stopping.is_set():
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid and pid in self.pids:
+                index = self.pids.pop(pid)
+                log.warning("worker %d (pid %d) exited with status %d; restarting it",
+                            index, pid, status)
+                self.fork_worker(index)
+            elif not pid:
+                self.stopping.wait(0.1)
+        self.shutdown()
+
+    def shutdown(self):
+        for pid in list(self.pids):
+            _kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 3
+        while self.pids and time.monotonic() < deadline:
+            for pid in list(self.pids):
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done = pid
+                if done:
+                    self.pids.pop(pid, None)
+            time.sleep(0.02)
+        for pid in list(self.pids):
+            _kill(pid, signal.SIGKILL)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+        log.info("service stopped")
+
+
+def _kill(pid: int, sig: int):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m ttlstate.service")
+    ap.add_argument("--dir", required=True, help="private service directory (mode 0700)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("TTLSTATE_LOG_LEVEL", "INFO"), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s")
+    token, confs = read_startup(sys.stdin)
+    try:
+        workers = worker_count(confs)
+    except InvalidConfError as e:
+        print(f"{e.error_class}: {e}", file=sys.stderr, flush=True)
+        return 2
+    os.makedirs(args.dir, mode=0o700, exist_ok=True)
+    os.chmod(args.dir, 0o700)
+    sup = Supervisor(args.dir, token, workers)
+
+    def on_stdin_eof():
+        sys.stdin.read()  # returns at EOF: the JVM closed the pipe or died
+        sup.stopping.set()
+
+    threading.Thread(target=on_stdin_eof, name="stdin-watch", daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: sup.stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: sup.stopping.set())
+    sup.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

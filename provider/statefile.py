@@ -1,0 +1,111 @@
+"""Changelog and snapshot files: one zstd frame of records with a count and a CRC32.
+
+Layout (docs/PROTOCOL.md, "State files"):
+    magic "TTLSTAT1", u8 kind, i64 version,
+    records (u8 1 put, bytes key, bytes value | u8 2 remove, bytes key),
+    u8 0, u64 recordCount, u32 crc32 of every byte before it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from typing import Iterable, Iterator
+
+import zstandard
+
+from .errors import CorruptFileError
+from .protocol import FILE_CHANGELOG, FILE_SNAPSHOT, RECORD_PUT, RECORD_REMOVE
+
+MAGIC = b"TTLSTAT1"
+_HEAD = struct.Struct("<8sBq")
+_LEN = struct.Struct("<I")
+_TAIL = struct.Struct("<BQI")
+KIND_NAMES = {FILE_SNAPSHOT: "snapshot", FILE_CHANGELOG: "changelog"}
+
+
+def write(path: str, kind: int, version: int,
+          records: Iterable[tuple[bytes, bytes | None]], level: int = 3) -> int:
+    """Write `records` ((key, value) or (key, None) for a remove); returns the file size.
+
+    The file is written to `path` + ".tmp" and renamed, so a reader never sees half a file.
+    """
+    crc = 0
+    count = 0
+    tmp = path + ".tmp"
+    cctx = zstandard.ZstdCompressor(level=level)
+    with open(tmp, "wb") as raw, cctx.stream_writer(raw) as out:
+        def emit(b: bytes):
+            nonlocal crc
+            crc = zlib.crc32(b, crc)
+            out.write(b)
+        emit(_HEAD.pack(MAGIC, kind, version))
+        pack_len = _LEN.pack
+        for key, value in records:
+            if value is None:
+                emit(b"\x02" + pack_len(len(key)) + key)
+            else:
+                emit(b"\x01" + pack_len(len(key)) + key + pack_len(len(value)) + value)
+            count += 1
+        tail_head = struct.pack("<BQ", 0, count)
+        crc = zlib.crc32(tail_head, crc)
+        out.write(tail_head + _LEN.pack(crc))
+    os.replace(tmp, path)
+    return os.path.getsize(path)
+
+
+def read(path: str, kind: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
+    """Yield the records of a file, checking magic, kind, version, count and CRC.
+
+    The whole file is checked (CRC, then record count) before the caller applies it:
+    a damaged file raises `CorruptFileError` and never yields a wrong record silently.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = zstandard.ZstdDecompressor().stream_reader(f).read()
+    except FileNotFoundError:
+        raise CorruptFileError(path, version, "file does not exist") from None
+    except zstandard.ZstdError as e:
+        raise CorruptFileError(path, version, f"not a valid zstd stream ({e})") from None
+    if len(data) < _HEAD.size + _TAIL.size:
+        raise CorruptFileError(path, version, f"truncated ({len(data)} bytes after decompression)")
+    magic, fkind, fversion = _HEAD.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise CorruptFileError(path, version, "bad magic (not a ttlstate state file)")
+    if fkind != kind or fversion != version:
+        raise CorruptFileError(
+            path, version,
+            f"holds {KIND_NAMES.get(fkind, fkind)} of version {fversion}, "
+            f"expected {KIND_NAMES[kind]} of version {version}")
+    body_end = len(data) - _TAIL.size
+    marker, count, crc = _TAIL.unpack_from(data, body_end)
+    if marker != 0 or zlib.crc32(memoryview(data)[:body_end + 9]) != crc:
+        raise CorruptFileError(path, version, "checksum mismatch")
+    return _records(path, version, data, body_end, count)
+
+
+def _records(path, version, data, body_end, count):
+    pos = _HEAD.size
+    n = 0
+    unpack_len = _LEN.unpack_from
+    try:
+        while pos < body_end:
+            rkind = data[pos]
+            (klen,) = unpack_len(data, pos + 1)
+            key = data[pos + 5:pos + 5 + klen]
+            pos += 5 + klen
+            if rkind == RECORD_PUT:
+                (vlen,) = unpack_len(data, pos)
+                value = data[pos + 4:pos + 4 + vlen]
+                pos += 4 + vlen
+                yield key, value
+            elif rkind == RECORD_REMOVE:
+                yield key, None
+            else:
+                raise CorruptFileError(path, version, f"unknown record kind {rkind}")
+            n += 1
+    except struct.error:
+        raise CorruptFileError(path, version, "record overruns the file") from None
+    if pos != body_end or n != count:
+        raise CorruptFileError(path, version, f"{n} records decoded, {count} announced")

@@ -1,0 +1,367 @@
+"""A store worker process: serves the stores pinned to it over one Unix socket.
+
+Each JVM connection gets a thread; requests on a connection are answered in order. Stores,
+transactions and iterators are named by handles, unique within the worker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import threading
+from typing import Callable
+
+from . import conf
+from . import protocol as p
+from .errors import AuthError, ProtocolError, TtlStateError, UnknownHandleError
+from .store import Store, Txn
+
+log = logging.getLogger("ttlstate.worker")
+
+MAX_CHUNK_BYTES = 1 << 20
+
+
+class _Iter:
+    __slots__ = ("gen", "txn")
+
+    def __init__(self, gen, txn):
+        self.gen = gen
+        self.txn = txn
+
+
+class Worker:
+    """Handle tables and op handlers of one worker process."""
+
+    def __init__(self, index: int, token: bytes):
+        self.index = index
+        self.token = token
+        self.lock = threading.Lock()  # guards the handle tables and every store
+        self.stores: dict[int, Store] = {}
+        self.txns: dict[int, Txn] = {}
+        self.iters: dict[int, _Iter] = {}
+        self._ids = itertools.count(1)
+        self.handlers: dict[int, Callable] = {
+            p.OPEN: self.op_open, p.LOAD: self.op_load, p.BEGIN: self.op_begin,
+            p.GET: self.op_get, p.MULTI_GET: self.op_multi_get,
+            p.ITER_OPEN: self.op_iter_open, p.ITER_NEXT: self.op_iter_next,
+            p.ITER_CLOSE: self.op_iter_close, p.STATS: self.op_stats,
+            p.COMMIT: self.op_commit, p.ABORT: self.op_abort,
+            p.SNAPSHOT: self.op_snapshot, p.CLOSE: self.op_close, p.PING: self.op_ping,
+        }
+
+    def _new_handle(self) -> int:
+        return next(self._ids) & 0xFFFFFFFF or next(self._ids)
+
+    # -- lookups ----------------------------------------------------------------------
+
+    def _store(self, h: int) -> Store:
+        s = self.stores.get(h)
+        if s is None:
+            raise UnknownHandleError(f"no open store with handle {h}")
+        return s
+
+    def _txn(self, h: int) -> Txn:
+        t = self.txns.get(h)
+        if t is None or not t.open:
+            self.txns.pop(h, None)
+            raise UnknownHandleError(f"no open transaction with handle {h}")
+        if t.deferred_error is not None:
+            err, t.deferred_error = t.deferred_error, None
+            self._drop_txn(h)
+            raise err
+        return t
+
+    def _drop_txn(self, h: int):
+        t = self.txns.pop(h, None)
+        if t is not None:
+            t.end()
+            for ih in [ih for ih, it in self.iters.items() if it.txn is t]:
+                del self.iters[ih]
+
+    # -- ops (each returns the OK payload Writer; r is positioned after the header) -----
+
+    def op_open(self, h, r):
+        store_id, local_dir, confs = r.str(), r.str(), r.str_pairs()
+        r.end()
+        settings = conf.resolve(dict(confs), "store")
+        store = Store(store_id, local_dir)
+        handle = self._new_handle()
+        self.stores[handle] = store
+        log.info("worker %d opened %s in %s as handle %d", self.index, store_id, local_dir, handle)
+        return p.ok().u32(handle).str_pairs((k, str(v)) for k, v in sorted(settings.items()))
+
+    def op_load(self, h, r):
+        version = r.i64()
+        files = [(r.u8(), r.i64(), r.str()) for _ in range(r.count(13))]
+        r.end()
+        store = self._store(h)
+        self._forget_txns_of(store)
+        return p.ok().i64(store.load(version, files))
+
+    def op_begin(self, h, r):
+        version, read_only = r.i64(), r.bool()
+        r.end()
+        txn = self._store(h).begin(version, read_only)
+        handle = self._new_handle()
+        self.txns[handle] = txn
+        return p.ok().u32(handle)
+
+    def apply_write_batch(self, h, r):
+        """WRITE_BATCH has no reply: errors are kept on the transaction (PROTOCOL.md)."""
+        txn = self.txns.get(h)
+        records = list(p.read_records(r))  # decode fully first: a bad frame changes nothing
+        r.end()
+        if txn is None or not txn.open or txn.deferred_error is not None:
+            return
+        if txn.read_only:
+            txn.deferred_error = TtlStateError("write to a read-only transaction")
+            return
+        try:
+            for kind, key, value in records:
+                if kind == p.RECORD_PUT:
+                    txn.put(key, value)
+                else:
+                    txn.remove(key)
+        except TtlStateError as e:
+            txn.deferred_error = e
+        except Exception as e:  # noqa: BLE001 - surfaced on the next call
+            txn.deferred_error = TtlStateError(f"{type(e).__name__}: {e}")
+
+    def op_get(self, h, r):
+        key = r.bytes()
+        r.end()
+        return p.ok().optbytes(self._txn(h).get(key))
+
+    def op_multi_get(self, h, r):
+        keys = [r.bytes() for _ in range(r.count(4))]
+        r.end()
+        txn = self._txn(h)
+        w = p.ok().u32(len(keys))
+        for key in keys:
+            w.optbytes(txn.get(key))
+        return w
+
+    def _chunk(self, w, gen, max_entries: int) -> bool:
+        """Append up to max_entries pairs (or ~1 MiB) to w; True if the iterator ended."""
+        entries = []
+        size = 0
+        last = True
+        for key, value in gen:
+            entries.append((key, value))
+            size += len(key) + len(value) + 8
+            if len(entries) >= max_entries or size >= MAX_CHUNK_BYTES:
+                last = False
+                break
+        if not last:
+            # peek: a chunk that ends exactly at the end is still the last one
+            try:
+                nxt = next(gen)
+            except StopIteration:
+                last = True
+            else:
+                gen = itertools.chain([nxt], gen)
+        w.u8(1 if last else 0).u32(len(entries))
+        for key, value in entries:
+            w.bytes(key).bytes(value)
+        return last, gen
+
+    def op_iter_open(self, h, r):
+        prefix, max_entries = r.bytes(), max(1, r.u32())
+        r.end()
+        txn = self._txn(h)
+        gen = txn.iterate(prefix)
+        body = p.Writer()
+        last, gen = self._chunk(body, gen, max_entries)
+        handle = 0
+        if not last:
+            handle = self._new_handle()
+            self.iters[handle] = _Iter(gen, txn)
+        w = p.ok().u32(handle)
+        w.parts.extend(body.parts)
+        return w
+
+    def op_iter_next(self, h, r):
+        max_entries = max(1, r.u32())
+        r.end()
+        it = self.iters.get(h)
+        if it is None:
+            raise UnknownHandleError(f"no open iterator with handle {h}")
+        w = p.ok()
+        last, it.gen = self._chunk(w, it.gen, max_entries)
+        if last:
+            del self.iters[h]
+        return w
+
+    def op_iter_close(self, h, r):
+        r.end()
+        self.iters.pop(h, None)
+        return p.ok()
+
+    def op_stats(self, h, r):
+        r.end()
+        txn = self._txn(h)
+        return p.ok().i64(txn.num_keys).i64(txn.store.memory_used())
+
+    def op_commit(self, h, r):
+        new_version, path = r.i64(), r.str()
+        r.end()
+        txn = self._txn(h)
+        if txn.read_only:
+            raise TtlStateError("cannot commit a read-only transaction")
+        store = txn.store
+        try:
+            num_keys, size = store.commit(txn, new_version, path)
+        finally:
+            self._drop_txn(h)
+        return p.ok().i64(num_keys).i64(size).i64(store.memory_used())
+
+    def op_abort(self, h, r):
+        r.end()
+        self._drop_txn(h)
+        return p.ok()
+
+    def op_snapshot(self, h, r):
+        path = r.str()
+        r.end()
+        version, size, num_keys = self._store(h).snapshot(path)
+        return p.ok().i64(version).i64(size).i64(num_keys)
+
+    def op_close(self, h, r):
+        delete_files = r.bool()
+        r.end()
+        store = self.stores.pop(h, None)
+        if store is not None:
+            self._forget_txns_of(store)
+            store.close(delete_files)
+            log.info("worker %d closed %s", self.index, store.store_id)
+        return p.ok()
+
+    def op_ping(self, h, r):
+        r.end()
+        return p.ok()
+
+    def _forget_txns_of(self, store: Store):
+        for th in [th for th, t in self.txns.items() if t.store is store]:
+            self._drop_txn(th)
+
+    # -- connections ------------------------------------------------------------------
+
+    def serve_connection(self, conn: socket.socket):
+        owned: set[int] = set()  # stores opened on this connection, closed when it drops
+        try:
+            self._handshake(conn)
+            while True:
+                body = _recv_frame(conn)
+                if body is None:
+                    return
+                reply = self._dispatch(body, owned)
+                if reply is not None:
+                    conn.sendall(reply)
+        except ProtocolError as e:
+            log.error("worker %d: closing connection after a malformed frame: %s", self.index, e)
+            _send_quietly(conn, p.error_frame(e.error_class, str(e)))
+        except AuthError as e:
+            log.warning("worker %d: refused a connection: %s", self.index, e)
+            _send_quietly(conn, p.error_frame(e.error_class, str(e)))
+        except OSError as e:
+            log.info("worker %d: connection lost: %s", self.index, e)
+        finally:
+            with self.lock:
+                for h in owned:
+                    store = self.stores.pop(h, None)
+                    if store is not None:
+                        self._forget_txns_of(store)
+                        try:
+                            store.close(delete_files=True)
+                        except TtlStateError as e:
+                            log.warning("worker %d: closing %s: %s", self.index, store.store_id, e)
+            conn.close()
+
+    def _handshake(self, conn: socket.socket):
+        body = _recv_frame(conn)
+        if body is None:
+            raise OSError("closed before HELLO")
+        r = p.Reader(body)
+        op, _ = p.read_header(r)
+        if op != p.HELLO:
+            raise AuthError(f"first frame must be HELLO, got {p.OP_NAMES[op]}")
+        token, version = r.bytes(), r.u16()
+        r.end()
+        if not _consteq(token, self.token):
+            raise AuthError("wrong token")
+        if version != p.PROTOCOL_VERSION:
+            raise AuthError(f"protocol version {version} is not supported "
+                            f"(this worker speaks {p.PROTOCOL_VERSION})")
+        conn.sendall(p.ok().u16(p.PROTOCOL_VERSION).i32(os.getpid()).u32(self.index).frame())
+
+    def _dispatch(self, body: bytes, owned: set[int]) -> bytes | None:
+        r = p.Reader(body)
+        op, handle = p.read_header(r)
+        with self.lock:
+            if op == p.WRITE_BATCH:
+                self.apply_write_batch(handle, r)
+                return None
+            if op == p.HELLO:
+                raise ProtocolError("HELLO sent twice")
+            try:
+                w = self.handlers[op](handle, r)
+            except ProtocolError:
+                raise
+            except TtlStateError as e:
+                return p.error_frame(e.error_class, str(e))
+            except Exception as e:  # noqa: BLE001 - never let one request kill the worker
+                log.exception("worker %d: %s failed", self.index, p.OP_NAMES[op])
+                return p.error_frame("TTLSTATE_INTERNAL", f"{type(e).__name__}: {e}")
+            if op == p.OPEN:
+                owned.add(int.from_bytes(w.parts[1], "little"))
+            elif op == p.CLOSE:
+                owned.discard(handle)
+            return w.frame()
+
+
+def _consteq(a: bytes, b: bytes) -> bool:
+    import hmac
+    return hmac.compare_digest(a, b)
+
+
+def _recv_exact(conn: socket.socket, n: int) -> bytes | None:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = conn.recv_into(view[got:], n - got)
+        if k == 0:
+            if got == 0:
+                return None
+            raise ProtocolError(f"connection closed inside a frame ({got} of {n} bytes)")
+        got += k
+    return bytes(buf)
+
+
+def _recv_frame(conn: socket.socket) -> bytes | None:
+    header = _recv_exact(conn, 4)
+    if header is None:
+        return None
+    body = _recv_exact(conn, p.frame_length(header))
+    if body is None:
+        raise ProtocolError("connection closed after a frame header")
+    return body
+
+
+def _send_quietly(conn: socket.socket, data: bytes):
+    try:
+        conn.sendall(data)
+    except OSError:
+        pass
+
+
+def serve(index: int, listener: socket.socket, token: bytes):
+    """Accept connections forever (the worker process's main loop)."""
+    worker = Worker(index, token)
+    log.info("worker %d (pid %d) serving", index, os.getpid())
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=worker.serve_connection, args=(conn,),
+                         name=f"ttlstate-conn", daemon=True).start()

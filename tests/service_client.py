@@ -1,0 +1,124 @@
+"""A minimal Python client of the store service, for tests (the JVM shim is the real client)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+
+from ttlstate import protocol as p
+
+
+class ServiceProcess:
+    """Starts `python -m ttlstate.service` like the shim does; stop() or EOF ends it."""
+
+    def __init__(self, workers: int = 2, confs: dict | None = None):
+        self.dir = os.path.join(tempfile.mkdtemp(prefix="ttlstate-test-"), "svc")
+        self.token = secrets.token_bytes(32)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ttlstate.service", "--dir", self.dir],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = [self.token.hex()] + [f"{k}={v}" for k, v in (confs or {}).items()]
+        lines += [f"spark.sql.streaming.stateStore.ttlstate.workers={workers}", ""]
+        self.proc.stdin.write("\n".join(lines) + "\n")
+        self.proc.stdin.flush()
+        ready = self.proc.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            raise RuntimeError(f"service did not start: {ready} {self.proc.stderr.read()}")
+        self.pid, self.workers = int(ready[1]), int(ready[2])
+
+    def socket_path(self, index: int) -> str:
+        return os.path.join(self.dir, f"w{index}.sock")
+
+    def connect(self, index: int = 0, token: bytes | None = None) -> "Client":
+        return Client(self.socket_path(index), self.token if token is None else token)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(10)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+class WorkerError(Exception):
+    def __init__(self, error_class, message):
+        super().__init__(f"[{error_class}] {message}")
+        self.error_class = error_class
+
+
+class Client:
+    def __init__(self, path: str, token: bytes):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        r = self.call(p.request(p.HELLO, 0).bytes(token).u16(p.PROTOCOL_VERSION))
+        self.protocol, self.worker_pid, self.worker_index = r.u16(), r.i32(), r.u32()
+
+    def send(self, w: p.Writer):
+        self.sock.sendall(w.frame())
+
+    def recv(self) -> p.Reader:
+        header = self._exact(4)
+        body = self._exact(int.from_bytes(header, "little"))
+        status, r = p.decode_response(body)
+        if status == p.STATUS_ERROR:
+            raise WorkerError(r.str(), r.str())
+        return r
+
+    def _exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("connection closed by the worker")
+            buf += chunk
+        return buf
+
+    def call(self, w: p.Writer) -> p.Reader:
+        self.send(w)
+        return self.recv()
+
+    # conveniences
+    def open(self, store_id: str, local_dir: str, confs=()) -> tuple[int, dict]:
+        r = self.call(p.request(p.OPEN, 0).str(store_id).str(local_dir).str_pairs(confs))
+        return r.u32(), dict(r.str_pairs())
+
+    def begin(self, store: int, version: int, read_only=False) -> int:
+        return self.call(p.request(p.BEGIN, store).i64(version).u8(read_only)).u32()
+
+    def write(self, txn: int, records):
+        w = p.request(p.WRITE_BATCH, txn).u32(len(records))
+        for key, value in records:
+            if value is None:
+                w.u8(p.RECORD_REMOVE).bytes(key)
+            else:
+                w.u8(p.RECORD_PUT).bytes(key).bytes(value)
+        self.send(w)
+
+    def get(self, txn: int, key: bytes):
+        return self.call(p.request(p.GET, txn).bytes(key)).optbytes()
+
+    def items(self, txn: int, prefix=b"", chunk=2):
+        r = self.call(p.request(p.ITER_OPEN, txn).bytes(prefix).u32(chunk))
+        handle = r.u32()
+        out = []
+        while True:
+            last = r.bool()
+            out += [(r.bytes(), r.bytes()) for _ in range(r.u32())]
+            if last:
+                return out
+            r = self.call(p.request(p.ITER_NEXT, handle).u32(chunk))
+
+    def stats(self, txn: int):
+        r = self.call(p.request(p.STATS, txn))
+        return r.i64(), r.i64()
+
+    def commit(self, txn: int, version: int, path: str):
+        r = self.call(p.request(p.COMMIT, txn).i64(version).str(path))
+        return r.i64(), r.i64(), r.i64()
+
+    def close(self):
+        self.sock.close()
