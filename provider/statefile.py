@@ -1,9 +1,11 @@
 """Changelog and snapshot files: one zstd frame of records with a count and a CRC32.
 
-Layout (docs/PROTOCOL.md, "State files"):
+Layout (docs/PROTOCOL.md, "State files"): a zstd frame of
     magic "TTLSTAT1", u8 kind, i64 version,
     records (u8 1 put, bytes key, bytes value | u8 2 remove, bytes key),
-    u8 0, u64 recordCount, u32 crc32 of every byte before it.
+    u8 0, u64 recordCount, u32 crc32 of every byte before it,
+followed by u32 crc32 of the compressed frame, so any damaged byte is detected, even one
+that would still decompress to the same content.
 """
 
 from __future__ import annotations
@@ -35,24 +37,42 @@ def write(path: str, kind: int, version: int,
     count = 0
     tmp = path + ".tmp"
     cctx = zstandard.ZstdCompressor(level=level)
-    with open(tmp, "wb") as raw, cctx.stream_writer(raw) as out:
-        def emit(b: bytes):
-            nonlocal crc
-            crc = zlib.crc32(b, crc)
-            out.write(b)
-        emit(_HEAD.pack(MAGIC, kind, version))
-        pack_len = _LEN.pack
-        for key, value in records:
-            if value is None:
-                emit(b"\x02" + pack_len(len(key)) + key)
-            else:
-                emit(b"\x01" + pack_len(len(key)) + key + pack_len(len(value)) + value)
-            count += 1
-        tail_head = struct.pack("<BQ", 0, count)
-        crc = zlib.crc32(tail_head, crc)
-        out.write(tail_head + _LEN.pack(crc))
+    with open(tmp, "wb") as raw:
+        sink = _CrcSink(raw)
+        with cctx.stream_writer(sink, closefd=False) as out:
+            def emit(b: bytes):
+                nonlocal crc
+                crc = zlib.crc32(b, crc)
+                out.write(b)
+            emit(_HEAD.pack(MAGIC, kind, version))
+            pack_len = _LEN.pack
+            for key, value in records:
+                if value is None:
+                    emit(b"\x02" + pack_len(len(key)) + key)
+                else:
+                    emit(b"\x01" + pack_len(len(key)) + key + pack_len(len(value)) + value)
+                count += 1
+            tail_head = struct.pack("<BQ", 0, count)
+            crc = zlib.crc32(tail_head, crc)
+            out.write(tail_head + _LEN.pack(crc))
+        raw.write(_LEN.pack(sink.crc))
     os.replace(tmp, path)
     return os.path.getsize(path)
+
+
+class _CrcSink:
+    """A file wrapper that keeps the CRC32 of what is written through it."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.crc = 0
+
+    def write(self, b) -> int:
+        self.crc = zlib.crc32(b, self.crc)
+        return self.raw.write(b)
+
+    def flush(self):
+        self.raw.flush()
 
 
 def read(path: str, kind: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
@@ -63,9 +83,13 @@ def read(path: str, kind: int, version: int) -> Iterator[tuple[bytes, bytes | No
     """
     try:
         with open(path, "rb") as f:
-            data = zstandard.ZstdDecompressor().stream_reader(f).read()
+            raw = f.read()
     except FileNotFoundError:
         raise CorruptFileError(path, version, "file does not exist") from None
+    if len(raw) < 4 or zlib.crc32(memoryview(raw)[:-4]) != _LEN.unpack_from(raw, len(raw) - 4)[0]:
+        raise CorruptFileError(path, version, f"file checksum mismatch ({len(raw)} bytes)")
+    try:
+        data = zstandard.ZstdDecompressor().stream_reader(memoryview(raw)[:-4]).read()
     except zstandard.ZstdError as e:
         raise CorruptFileError(path, version, f"not a valid zstd stream ({e})") from None
     if len(data) < _HEAD.size + _TAIL.size:
