@@ -1,0 +1,33 @@
+# The two commands of the README: `make demo` and `make test`. Both set everything up first.
+PYTHON ?= python3
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+JAR := provider/jars/ttlstate-shim.jar
+JAVA_SOURCES := $(shell find jvm-shim/src -name '*.java' 2>/dev/null) build.gradle
+
+.PHONY: setup deps jar demo test test-quick clean
+
+setup: deps jar
+
+# Debian's gradle (offline build against the pyspark wheel's jars) and the Python packages.
+deps:
+	@command -v gradle >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q gradle; }
+	@command -v javac >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q openjdk-17-jdk-headless; }
+	$(PYTHON) -m pip install -q -e '.[test]'
+
+jar: $(JAR)
+
+$(JAR): $(JAVA_SOURCES)
+	gradle --offline -q jar -Ppython=$(PYTHON)
+	@test -f $(JAR)
+
+demo: setup
+	$(PYTHON) -m ttlstate.demo
+
+test: setup
+	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+
+test-quick: setup
+	$(PYTHON) -m pytest -q -m 'not slow' $(PYTEST_ARGS)
+
+clean:
+	rm -rf jvm-shim/build provider/jars .pytest_cache
