@@ -1,0 +1,104 @@
+"""Drive Spark's StateStoreProvider API from Python through py4j (provider-level tests).
+
+Keys are (key1 STRING, key2 INT) and values (value INT), the schemas of Spark's own
+StateStoreSuite.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+TTLSTATE = "io.ttlstate.spark.TtlStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+KEY_DDL = "key1 STRING, key2 INT"
+VALUE_DDL = "value INT"
+
+
+class JvmState:
+    def __init__(self, spark):
+        self.spark = spark
+        self.jvm = spark._jvm
+        self.gw = spark.sparkContext._gateway
+        j = self.jvm
+        self.pkg = j.org.apache.spark.sql.execution.streaming.state
+        self.key_schema = j.org.apache.spark.sql.types.StructType.fromDDL(KEY_DDL)
+        self.value_schema = j.org.apache.spark.sql.types.StructType.fromDDL(VALUE_DDL)
+        proj = j.org.apache.spark.sql.catalyst.expressions.UnsafeProjection
+        self.key_proj = proj.create(self.key_schema)
+        self.value_proj = proj.create(self.value_schema)
+        self.prefix_proj = proj.create(j.org.apache.spark.sql.types.StructType.fromDDL("key1 STRING"))
+        self.none = j.scala.Option.empty()
+
+    # -- rows -------------------------------------------------------------------------
+
+    def _row(self, proj, *values):
+        arr = self.gw.new_array(self.jvm.java.lang.Object, len(values))
+        for i, v in enumerate(values):
+            arr[i] = self.jvm.org.apache.spark.unsafe.types.UTF8String.fromString(v) if isinstance(v, str) else v
+        return proj.apply(self.jvm.org.apache.spark.sql.catalyst.expressions.GenericInternalRow(arr)).copy()
+
+    def key(self, k1: str, k2: int):
+        return self._row(self.key_proj, k1, k2)
+
+    def value(self, v: int):
+        return self._row(self.value_proj, v)
+
+    def prefix(self, k1: str):
+        return self._row(self.prefix_proj, k1)
+
+    @staticmethod
+    def decode_key(row):
+        return (row.getUTF8String(0).toString(), row.getInt(1))
+
+    @staticmethod
+    def decode_value(row):
+        return None if row is None else row.getInt(0)
+
+    def pairs(self, it) -> dict:
+        out = {}
+        while it.hasNext():
+            pair = it.next()
+            out[self.decode_key(pair.key())] = self.decode_value(pair.value())
+        return out
+
+    # -- providers --------------------------------------------------------------------
+
+    def store_conf(self, **sql):
+        conf = self.jvm.org.apache.spark.sql.internal.SQLConf()
+        defaults = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "3",
+                    "spark.sql.streaming.minBatchesToRetain": "2"}
+        for k, v in {**defaults, **sql}.items():
+            conf.setConfString(k, str(v))
+        return self.pkg.StateStoreConf.apply(conf)
+
+    def provider(self, root: str, cls: str = TTLSTATE, op: int = 0, part: int = 0,
+                 store_name: str = "default", prefix_cols: int = 0, conf=None,
+                 use_cf=False, multi=False, spec=None):
+        store_id = self.pkg.StateStoreId(root, op, part, store_name)
+        if spec is None:
+            spec = (self.pkg.PrefixKeyScanStateEncoderSpec(self.key_schema, prefix_cols) if prefix_cols
+                    else self.pkg.NoPrefixKeyStateEncoderSpec(self.key_schema))
+        p = self.pkg.StateStoreProvider.create(cls)
+        hadoop = self.spark._jsc.hadoopConfiguration()
+        p.init(store_id, self.key_schema, self.value_schema, spec, use_cf,
+               conf if conf is not None else self.store_conf(), hadoop, multi, self.none)
+        return p
+
+    def get_store(self, provider, version: int):
+        return provider.getStore(version, self.none, False, False)
+
+    def put(self, store, k1, k2, v):
+        store.put(self.key(k1, k2), self.value(v), "default")
+
+    def get(self, store, k1, k2):
+        return self.decode_value(store.get(self.key(k1, k2), "default"))
+
+    def remove(self, store, k1, k2):
+        store.remove(self.key(k1, k2), "default")
+
+    def data(self, store) -> dict:
+        return self.pairs(store.iterator("default"))
+
+
+def new_root(tmp_path) -> str:
+    return str(tmp_path / f"state-{uuid.uuid4().hex[:8]}")

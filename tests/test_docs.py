@@ -1,0 +1,34 @@
+"""The README tells the truth about configuration and commands (checked, sqlite-utils style)."""
+
+import pathlib
+import re
+
+from ttlstate import conf
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def test_every_documented_ttlstate_key_exists_and_every_key_is_documented():
+    documented = set(re.findall(r"spark\.sql\.streaming\.stateStore\.ttlstate\.[A-Za-z0-9_.]*[A-Za-z0-9]", README))
+    declared = {e.key for e in conf.ENTRIES}
+    assert documented == declared
+
+
+def test_documented_defaults_match_the_declarations():
+    for e in conf.ENTRIES:
+        row = next(line for line in README.splitlines() if line.startswith(f"| `{e.key}`"))
+        if e.default is not None:
+            assert f"`{e.default}`" in row, row
+
+
+def test_readme_make_targets_exist():
+    makefile = (ROOT / "Makefile").read_text()
+    for target in set(re.findall(r"^make ([a-z-]+)", README, re.M)) | set(re.findall(r"`make ([a-z-]+)`", README)):
+        assert re.search(rf"^{target}:", makefile, re.M), target
+
+
+def test_readme_metrics_are_declared_by_the_shim():
+    src = "\n".join(p.read_text() for p in (ROOT / "jvm-shim").rglob("*.java"))
+    for name in re.findall(r"`(ttlstate[A-Z][A-Za-z]+)`", README):
+        assert f'"{name}"' in src, name
