@@ -1,0 +1,154 @@
+package io.ttlstate.spark;
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.errors.QueryExecutionErrors;
+import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.StateStore;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCheckpointInfo;
+import org.apache.spark.sql.execution.streaming.state.StateStoreErrors;
+import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
+import org.apache.spark.sql.types.StructType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A writable store at {@code version}: writes go to the transaction's write-behind buffer;
+ * {@code commit} makes {@code version + 1} durable through the provider.
+ */
+final class TtlWriteStore extends AbstractTtlStore implements StateStore {
+    private static final Logger LOG = LoggerFactory.getLogger(TtlWriteStore.class);
+
+    private enum State { UPDATING, COMMITTED, ABORTED }
+
+    private final boolean forceSnapshotOnCommit;
+    private State state = State.UPDATING;
+    private long committedNumKeys;
+    private long committedMemoryBytes;
+
+    TtlWriteStore(TtlStateStoreProvider provider, long version, RemoteTxn txn, KeyCodec codec,
+                  StoreMetrics metrics, int numValueFields, boolean forceSnapshotOnCommit) {
+        super(provider, version, txn, codec, metrics, numValueFields);
+        this.forceSnapshotOnCommit = forceSnapshotOnCommit;
+        StateStore.$init$(this);
+    }
+
+    private void verifyUpdating(String message) {
+        if (state != State.UPDATING) {
+            throw new IllegalStateException(message);
+        }
+    }
+
+    @Override
+    public void put(UnsafeRow key, UnsafeRow value, String colFamilyName) {
+        checkDefaultColFamily(colFamilyName);
+        if (value == null) {
+            throw new IllegalArgumentException("requirement failed: Cannot put a null value");
+        }
+        verifyUpdating("Cannot put after already committed or aborted");
+        txn.put(codec.encodeKey(key), KeyCodec.bytesOf(value));
+    }
+
+    @Override
+    public void remove(UnsafeRow key, String colFamilyName) {
+        checkDefaultColFamily(colFamilyName);
+        verifyUpdating("Cannot remove after already committed or aborted");
+        txn.remove(codec.encodeKey(key));
+    }
+
+    @Override
+    public long commit() {
+        verifyUpdating("Cannot commit after already committed or aborted");
+        long start = System.nanoTime();
+        long newVersion;
+        try {
+            long[] r = provider.commitStore(this, forceSnapshotOnCommit);
+            committedNumKeys = r[0];
+            committedMemoryBytes = r[2];
+            newVersion = version + 1;
+        } catch (Throwable e) {
+            state = State.ABORTED;
+            try {
+                txn.abort();
+            } catch (RuntimeException ignored) {
+                // the worker may have ended the transaction already
+            }
+            throw SparkErrors.sneaky(QueryExecutionErrors.failedToCommitStateFileError(toString(), e));
+        }
+        state = State.COMMITTED;
+        metrics.commitMs.addAndGet((System.nanoTime() - start) / 1_000_000);
+        provider.reportCommit(newVersion);
+        LOG.info("Committed version {} for {}", newVersion, this);
+        return newVersion;
+    }
+
+    @Override
+    public void abort() {
+        if (state != State.UPDATING) {
+            return;
+        }
+        state = State.ABORTED;
+        try {
+            txn.abort();
+        } catch (RuntimeException e) {
+            LOG.warn("Aborting {} failed (ignored)", this, e);
+        }
+        LOG.info("Aborted version {} for {}", version + 1, this);
+    }
+
+    @Override
+    public StateStoreMetrics metrics() {
+        long numKeys = committedNumKeys;
+        long memory = committedMemoryBytes;
+        if (state == State.UPDATING && !txn.isEnded()) {
+            long[] s = txn.stats();
+            numKeys = s[0];
+            memory = s[1];
+        }
+        return new StateStoreMetrics(numKeys, memory, metrics.toScala(), StoreMetrics.noInstanceMetrics());
+    }
+
+    @Override
+    public StateStoreCheckpointInfo getStateStoreCheckpointInfo() {
+        return new StateStoreCheckpointInfo(id().partitionId(), version + 1,
+                scala.Option.empty(), scala.Option.empty());
+    }
+
+    @Override
+    public boolean hasCommitted() {
+        return state == State.COMMITTED;
+    }
+
+    @Override
+    public boolean removeColFamilyIfExists(String colFamilyName) {
+        throw SparkErrors.sneaky(StateStoreErrors.removingColumnFamiliesNotSupported(
+                TtlStateStoreProvider.PROVIDER_NAME));
+    }
+
+    @Override
+    public void createColFamilyIfAbsent(String colFamilyName, StructType keySchema, StructType valueSchema,
+                                        KeyStateEncoderSpec keyStateEncoderSpec,
+                                        boolean useMultipleValuesPerKey, boolean isInternal) {
+        throw SparkErrors.sneaky(StateStoreErrors.multipleColumnFamiliesNotSupported(
+                TtlStateStoreProvider.PROVIDER_NAME));
+    }
+
+    @Override
+    public void putList(UnsafeRow key, UnsafeRow[] values, String colFamilyName) {
+        throw unsupported("putList");
+    }
+
+    @Override
+    public void merge(UnsafeRow key, UnsafeRow value, String colFamilyName) {
+        throw unsupported("merge");
+    }
+
+    @Override
+    public void mergeList(UnsafeRow key, UnsafeRow[] values, String colFamilyName) {
+        throw unsupported("mergeList");
+    }
+
+    /** The transaction, for the provider's commit. */
+    RemoteTxn txn() {
+        return txn;
+    }
+}

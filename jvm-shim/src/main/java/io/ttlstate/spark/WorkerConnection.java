@@ -1,0 +1,229 @@
+package io.ttlstate.spark;
+
+import java.io.Closeable;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Path;
+import java.util.concurrent.locks.ReentrantLock;
+
+import io.ttlstate.spark.protocol.FrameReader;
+import io.ttlstate.spark.protocol.FrameWriter;
+import io.ttlstate.spark.protocol.Op;
+import io.ttlstate.spark.protocol.ProtocolException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One connection to one store worker: HELLO handshake, then framed request/response under
+ * one lock (task threads and maintenance threads share a provider and so a connection).
+ * Any I/O or framing failure marks the connection broken; the provider then reconnects.
+ */
+final class WorkerConnection implements Closeable {
+    private static final Logger LOG = LoggerFactory.getLogger(WorkerConnection.class);
+
+    private final ReentrantLock lock = new ReentrantLock();
+    private final SocketChannel channel;
+    private final PythonService service;
+    private final int workerIndex;
+    private final ByteBuffer header = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN);
+    private volatile boolean broken;
+    private volatile boolean closed;
+    private int workerPid;
+
+    private WorkerConnection(SocketChannel channel, PythonService service, int workerIndex) {
+        this.channel = channel;
+        this.service = service;
+        this.workerIndex = workerIndex;
+    }
+
+    /**
+     * Connects to worker {@code index} of {@code service} and says HELLO, retrying for up to
+     * {@code retryMillis} while the socket is missing or refuses (the service's supervisor
+     * restarts a dead worker).
+     */
+    static WorkerConnection open(PythonService service, int index, long retryMillis) {
+        Path socket = service.socketPath(index);
+        long deadline = System.nanoTime() + retryMillis * 1_000_000L;
+        IOException last = null;
+        do {
+            if (!service.isUsable()) {
+                throw new IllegalStateException("ttlstate store service is not running: " + service);
+            }
+            SocketChannel ch = null;
+            try {
+                ch = SocketChannel.open(StandardProtocolFamily.UNIX);
+                ch.connect(UnixDomainSocketAddress.of(socket));
+                WorkerConnection c = new WorkerConnection(ch, service, index);
+                c.hello();
+                return c;
+            } catch (WorkerException e) {
+                closeQuietly(ch);
+                throw e; // refused (auth or version): retrying cannot help
+            } catch (IOException e) {
+                closeQuietly(ch);
+                last = e;
+            }
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        } while (System.nanoTime() < deadline);
+        throw new UncheckedIOException("Cannot connect to ttlstate worker " + index + " at " + socket, last);
+    }
+
+    private void hello() throws IOException {
+        FrameWriter w = FrameWriter.request(Op.HELLO, 0).bytes(service.token()).u16(Op.PROTOCOL_VERSION);
+        FrameReader r = callUnchecked(w);
+        int version = r.u16();
+        workerPid = r.i32();
+        long index = r.u32();
+        r.end();
+        if (version != Op.PROTOCOL_VERSION) {
+            throw new WorkerException("TTLSTATE_PROTOCOL_ERROR",
+                    "worker speaks protocol version " + version + ", expected " + Op.PROTOCOL_VERSION);
+        }
+        LOG.debug("Connected to ttlstate worker {} (pid {}, index {})", workerIndex, workerPid, index);
+    }
+
+    boolean isBroken() {
+        return broken || closed;
+    }
+
+    PythonService service() {
+        return service;
+    }
+
+    int workerIndex() {
+        return workerIndex;
+    }
+
+    /**
+     * Sends a request and returns a reader positioned after the OK status byte. An ERROR
+     * response becomes a {@link WorkerException}; an I/O failure an {@link UncheckedIOException}.
+     */
+    FrameReader call(FrameWriter request) {
+        try {
+            return callUnchecked(request);
+        } catch (IOException e) {
+            throw new UncheckedIOException("ttlstate worker " + workerIndex + ": " + e.getMessage(), e);
+        }
+    }
+
+    private FrameReader callUnchecked(FrameWriter request) throws IOException {
+        lock.lock();
+        try {
+            ensureOpen();
+            try {
+                write(request);
+                return readResponse();
+            } catch (IOException e) {
+                broken = true;
+                throw e;
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Sends a request that gets no response (WRITE_BATCH). */
+    void send(FrameWriter request) {
+        lock.lock();
+        try {
+            ensureOpen();
+            write(request);
+        } catch (IOException e) {
+            broken = true;
+            throw new UncheckedIOException("ttlstate worker " + workerIndex + ": " + e.getMessage(), e);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void ensureOpen() throws IOException {
+        if (closed) {
+            throw new IOException("connection closed");
+        }
+        if (broken) {
+            throw new IOException("connection broken by an earlier failure");
+        }
+    }
+
+    private void write(FrameWriter request) throws IOException {
+        if (request.size() > Op.MAX_FRAME) {
+            throw new ProtocolException("request of " + request.size() + " bytes exceeds the frame limit");
+        }
+        ByteBuffer buf = ByteBuffer.wrap(request.frame(), 0, request.frameLength());
+        while (buf.hasRemaining()) {
+            channel.write(buf);
+        }
+    }
+
+    private FrameReader readResponse() throws IOException {
+        header.clear();
+        readFully(header);
+        header.flip();
+        long length = header.getInt() & 0xFFFFFFFFL;
+        if (length < 1 || length > Op.MAX_FRAME) {
+            throw new ProtocolException("response frame of " + length + " bytes");
+        }
+        byte[] body = new byte[(int) length];
+        readFully(ByteBuffer.wrap(body));
+        FrameReader r = new FrameReader(body);
+        if (r.status() == Op.STATUS_ERROR) {
+            String errorClass = r.str();
+            String message = r.str();
+            if ("TTLSTATE_PROTOCOL_ERROR".equals(errorClass) || "TTLSTATE_AUTH".equals(errorClass)) {
+                broken = true; // the worker closes the connection after these
+            }
+            throw new WorkerException(errorClass, message);
+        }
+        return r;
+    }
+
+    private void readFully(ByteBuffer buf) throws IOException {
+        while (buf.hasRemaining()) {
+            if (channel.read(buf) < 0) {
+                throw new EOFException("ttlstate worker closed the connection");
+            }
+        }
+    }
+
+    /** Runs {@code body} holding this connection's lock, so several requests go as one unit. */
+    <T> T locked(java.util.function.Supplier<T> body) {
+        lock.lock();
+        try {
+            return body.get();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        closeQuietly(channel);
+    }
+
+    private static void closeQuietly(Closeable c) {
+        if (c != null) {
+            try {
+                c.close();
+            } catch (IOException e) {
+                // ignore
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "WorkerConnection[worker=" + workerIndex + ",pid=" + workerPid + (isBroken() ? ",broken" : "") + "]";
+    }
+}
