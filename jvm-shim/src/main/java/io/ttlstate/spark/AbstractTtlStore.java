@@ -61,7 +61,10 @@ abstract class AbstractTtlStore implements ReadStateStore {
     @Override
     public UnsafeRow get(UnsafeRow key, String colFamilyName) {
         checkDefaultColFamily(colFamilyName);
-        byte[] v = txn.get(codec.encodeKey(key));
+        return toValueRow(txn.get(codec.encodeKey(key)));
+    }
+
+    final UnsafeRow toValueRow(byte[] v) {
         if (v == null) {
             return null;
         }
@@ -95,7 +98,7 @@ abstract class AbstractTtlStore implements ReadStateStore {
         return wrap(txn.iterate(codec.encodePrefix(prefixKey), codec, numValueFields));
     }
 
-    private static StateStoreIterator<UnsafeRowPair> wrap(ChunkIterator it) {
+    static StateStoreIterator<UnsafeRowPair> wrap(ChunkIterator it) {
         return new StateStoreIterator<>(it, () -> {
             it.close();
             return BoxedUnit.UNIT;

@@ -28,6 +28,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     private int idx;
     private boolean last;
     private boolean closed;
+    private Runnable onEnd;
 
     /** {@code first} is positioned at the first chunk's {@code u8 last} field. */
     ChunkIterator(WorkerConnection conn, long iterHandle, FrameReader first, int chunkEntries,
@@ -56,10 +57,29 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
             return null;
         });
         idx = 0;
+        if (last) {
+            runOnEnd();
+        }
+    }
+
+    /** Runs {@code r} once the worker no longer holds this iterator (at once if it already does not). */
+    synchronized void onEnd(Runnable r) {
+        onEnd = r;
+        if (last || closed) {
+            runOnEnd();
+        }
+    }
+
+    private void runOnEnd() {
+        Runnable r = onEnd;
+        onEnd = null;
+        if (r != null) {
+            r.run();
+        }
     }
 
     @Override
-    public boolean hasNext() {
+    public synchronized boolean hasNext() {
         while (idx >= keys.length && !last && !closed) {
             metrics.roundTrip();
             readChunk(conn.call(FrameWriter.request(Op.ITER_NEXT, iterHandle).u32(chunkEntries)));
@@ -67,8 +87,40 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         return idx < keys.length;
     }
 
+    /** Whether the worker still holds this iterator (more chunks to fetch). */
+    synchronized boolean isOpenOnWorker() {
+        return !last && !closed;
+    }
+
+    /**
+     * Fetches every remaining chunk into memory, so iteration survives the store being closed
+     * on the worker (the provider calls this from {@code close()}).
+     */
+    synchronized void drain() {
+        if (!isOpenOnWorker()) {
+            return;
+        }
+        java.util.List<byte[]> ks = new java.util.ArrayList<>();
+        java.util.List<byte[]> vs = new java.util.ArrayList<>();
+        for (int i = idx; i < keys.length; i++) {
+            ks.add(keys[i]);
+            vs.add(values[i]);
+        }
+        while (!last) {
+            metrics.roundTrip();
+            readChunk(conn.call(FrameWriter.request(Op.ITER_NEXT, iterHandle).u32(chunkEntries)));
+            for (int i = 0; i < keys.length; i++) {
+                ks.add(keys[i]);
+                vs.add(values[i]);
+            }
+        }
+        keys = ks.toArray(new byte[0][]);
+        values = vs.toArray(new byte[0][]);
+        idx = 0;
+    }
+
     @Override
-    public UnsafeRowPair next() {
+    public synchronized UnsafeRowPair next() {
         if (!hasNext()) {
             throw new NoSuchElementException();
         }
@@ -82,7 +134,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
 
     /** Frees the worker's iterator if it was not exhausted; idempotent. */
     @Override
-    public void close() {
+    public synchronized void close() {
         if (closed) {
             return;
         }
@@ -97,5 +149,6 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
                 // the worker frees iterators with their transaction anyway
             }
         }
+        runOnEnd();
     }
 }

@@ -32,6 +32,8 @@ final class RemoteTxn {
     private FrameWriter batch;
     private int batchCount;
     private boolean ended;
+    /** Told about iterators that stay open on the worker (the provider drains them on close). */
+    java.util.function.Consumer<ChunkIterator> onIteratorOpened;
 
     private RemoteTxn(WorkerConnection conn, long handle, int writeBatchBytes, int chunkEntries,
                       StoreMetrics metrics) {
@@ -115,7 +117,11 @@ final class RemoteTxn {
         flush();
         FrameReader r = call(FrameWriter.request(Op.ITER_OPEN, handle).bytes(prefix).u32(chunkEntries));
         long iterHandle = checked(r::u32);
-        return new ChunkIterator(conn, iterHandle, r, chunkEntries, codec, numValueFields, metrics);
+        ChunkIterator it = new ChunkIterator(conn, iterHandle, r, chunkEntries, codec, numValueFields, metrics);
+        if (it.isOpenOnWorker() && onIteratorOpened != null) {
+            onIteratorOpened.accept(it);
+        }
+        return it;
     }
 
     /** STATS after a flush: {numKeys, memoryUsedBytes}. */
@@ -132,8 +138,12 @@ final class RemoteTxn {
     /** COMMIT as {@code newVersion}, writing the changelog to {@code changelogPath}: {numKeys, fileBytes, memoryUsedBytes}. */
     long[] commit(long newVersion, String changelogPath) {
         flush();
-        ended = true;
-        FrameReader r = call(FrameWriter.request(Op.COMMIT, handle).i64(newVersion).str(changelogPath));
+        FrameReader r;
+        try {
+            r = call(FrameWriter.request(Op.COMMIT, handle).i64(newVersion).str(changelogPath));
+        } finally {
+            ended = true; // COMMIT ends the transaction, and a failed one leaves it unusable
+        }
         return checked(() -> {
             long[] out = {r.i64(), r.i64(), r.i64()};
             r.end();

@@ -74,6 +74,9 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     private int writeBatchBytes = 256 * 1024;
     private int iteratorChunkEntries = 1024;
     private boolean closed;
+    /** Iterators still open on the worker; drained into memory before the store is closed. */
+    private final java.util.Set<ChunkIterator> openIterators =
+            java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>());
 
     /** Cheap and side-effect free: Spark also creates instances just to read the metric list. */
     public TtlStateStoreProvider() {
@@ -214,14 +217,22 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 if (loadedVersion != version) {
                     load(version, metrics);
                 }
-                return RemoteTxn.begin(conn, storeHandle, version, readOnly, writeBatchBytes,
+                RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, readOnly, writeBatchBytes,
                         iteratorChunkEntries, metrics);
+                txn.onIteratorOpened = this::trackIterator;
+                return txn;
             } catch (UncheckedIOException e) {
                 if (attempt >= 1 || conn == null || !conn.isBroken()) {
                     throw e;
                 }
                 LOG.warn("Connection to the ttlstate worker of {} broke ({}); reconnecting", this, e.getMessage());
             }
+        }
+    }
+
+    private void trackIterator(ChunkIterator it) {
+        synchronized (openIterators) {
+            openIterators.add(it);
         }
     }
 
@@ -375,6 +386,21 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         }
     }
 
+    /**
+     * A read-only transaction on committed version {@code version}, for reads a write store
+     * makes after its commit. Fails if the worker's database moved on to another version.
+     */
+    synchronized RemoteTxn beginCommittedRead(long version, StoreMetrics metrics) {
+        if (conn == null || conn.isBroken() || loadedVersion != version) {
+            throw new IllegalStateException("Version " + version + " of " + this
+                    + " is no longer the loaded version; read it through getStore(" + version + ")");
+        }
+        RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, true, writeBatchBytes,
+                iteratorChunkEntries, metrics);
+        txn.onIteratorOpened = this::trackIterator;
+        return txn;
+    }
+
     /** Reports a committed version to the coordinator when commit validation is on. */
     void reportCommit(long newVersion) {
         if (storeConf.commitValidationEnabled()) {
@@ -475,6 +501,18 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             return;
         }
         closed = true;
+        List<ChunkIterator> iterators;
+        synchronized (openIterators) {
+            iterators = new ArrayList<>(openIterators);
+            openIterators.clear();
+        }
+        for (ChunkIterator it : iterators) {
+            try {
+                it.drain();
+            } catch (RuntimeException e) {
+                LOG.debug("Draining an open iterator of {} failed", this, e);
+            }
+        }
         if (conn != null) {
             if (!conn.isBroken()) {
                 try {

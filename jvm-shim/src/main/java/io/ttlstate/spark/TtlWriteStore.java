@@ -6,6 +6,8 @@ import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCheckpointInfo;
 import org.apache.spark.sql.execution.streaming.state.StateStoreErrors;
+import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
+import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
@@ -93,6 +95,48 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
             LOG.warn("Aborting {} failed (ignored)", this, e);
         }
         LOG.info("Aborted version {} for {}", version + 1, this);
+    }
+
+    /**
+     * Reads after commit (the HDFS-forgiving side of the contract) go through a short-lived
+     * read-only transaction on the committed version, ended right after the read.
+     */
+    @Override
+    public UnsafeRow get(UnsafeRow key, String colFamilyName) {
+        if (state != State.COMMITTED) {
+            return super.get(key, colFamilyName);
+        }
+        checkDefaultColFamily(colFamilyName);
+        RemoteTxn read = provider.beginCommittedRead(version + 1, metrics);
+        try {
+            return toValueRow(read.get(codec.encodeKey(key)));
+        } finally {
+            read.abort();
+        }
+    }
+
+    @Override
+    public StateStoreIterator<UnsafeRowPair> iterator(String colFamilyName) {
+        if (state != State.COMMITTED) {
+            return super.iterator(colFamilyName);
+        }
+        checkDefaultColFamily(colFamilyName);
+        RemoteTxn read = provider.beginCommittedRead(version + 1, metrics);
+        ChunkIterator it;
+        try {
+            it = read.iterate(new byte[0], codec, numValueFields);
+        } catch (RuntimeException e) {
+            read.abort();
+            throw e;
+        }
+        it.onEnd(() -> {
+            try {
+                read.abort();
+            } catch (RuntimeException e) {
+                LOG.debug("Ending a post-commit read of {} failed", this, e);
+            }
+        });
+        return wrap(it);
     }
 
     @Override
