@@ -23,13 +23,21 @@ class JvmState:
         self.pkg = j.org.apache.spark.sql.execution.streaming.state
         self.key_schema = j.org.apache.spark.sql.types.StructType.fromDDL(KEY_DDL)
         self.value_schema = j.org.apache.spark.sql.types.StructType.fromDDL(VALUE_DDL)
-        proj = j.org.apache.spark.sql.catalyst.expressions.UnsafeProjection
-        self.key_proj = proj.create(self.key_schema)
-        self.value_proj = proj.create(self.value_schema)
-        self.prefix_proj = proj.create(j.org.apache.spark.sql.types.StructType.fromDDL("key1 STRING"))
+        self.key_proj = self._projection(self.key_schema)
+        self.value_proj = self._projection(self.value_schema)
+        self.prefix_proj = self._projection(j.org.apache.spark.sql.types.StructType.fromDDL("key1 STRING"))
         self.none = j.scala.Option.empty()
 
     # -- rows -------------------------------------------------------------------------
+
+    def _projection(self, schema):
+        """An interpreted UnsafeProjection (py4j cannot call into code-generated classes)."""
+        ex = self.jvm.org.apache.spark.sql.catalyst.expressions
+        refs = self.jvm.java.util.ArrayList()
+        for i, field in enumerate(schema.fields()):
+            refs.add(ex.BoundReference(i, field.dataType(), field.nullable()))
+        seq = self.jvm.scala.jdk.javaapi.CollectionConverters.asScala(refs).toList()
+        return ex.InterpretedUnsafeProjection.createProjection(seq)
 
     def _row(self, proj, *values):
         arr = self.gw.new_array(self.jvm.java.lang.Object, len(values))
@@ -79,7 +87,9 @@ class JvmState:
             spec = (self.pkg.PrefixKeyScanStateEncoderSpec(self.key_schema, prefix_cols) if prefix_cols
                     else self.pkg.NoPrefixKeyStateEncoderSpec(self.key_schema))
         p = self.pkg.StateStoreProvider.create(cls)
-        hadoop = self.spark._jsc.hadoopConfiguration()
+        # as StateStoreProvider.createAndInit does: the query's run id in the Hadoop conf
+        hadoop = self.jvm.org.apache.hadoop.conf.Configuration(self.spark._jsc.hadoopConfiguration())
+        hadoop.set("sql.streaming.runId", str(uuid.uuid4()))
         p.init(store_id, self.key_schema, self.value_schema, spec, use_cf,
                conf if conf is not None else self.store_conf(), hadoop, multi, self.none)
         return p

@@ -5,13 +5,18 @@ import os
 
 import pytest
 from py4j.protocol import Py4JJavaError
+from pyspark.errors.exceptions.captured import CapturedException
 
 from jvm_state import HDFS, TTLSTATE, JvmState, new_root
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def js(spark):
     return JvmState(spark)
+
+
+# A JVM exception reaches Python as py4j's error, or as PySpark's converted one.
+JavaError = (Py4JJavaError, CapturedException)
 
 
 def _error(excinfo) -> str:
@@ -20,8 +25,11 @@ def _error(excinfo) -> str:
 
 
 def _condition(excinfo) -> str:
+    e = excinfo.value
     try:
-        return excinfo.value.java_exception.getCondition()
+        if isinstance(e, Py4JJavaError):
+            return e.java_exception.getCondition() or ""
+        return e.getCondition() or ""
     except Exception:  # not a SparkThrowable
         return ""
 
@@ -42,7 +50,7 @@ def test_get_put_remove_commit_iterator_and_durability(js, tmp_path):
     assert not s.hasCommitted()
     assert s.commit() == 1 and s.hasCommitted()
     assert js.data(s) == {("a", 1): 10, ("c", 3): 30}  # iterator works after commit
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         js.put(s, "d", 4, 40)
     assert "after already committed or aborted" in _error(e)
     p.close()
@@ -54,7 +62,7 @@ def test_get_put_remove_commit_iterator_and_durability(js, tmp_path):
     assert s2.commit() == 2
     assert js.data(js.get_store(js.provider(root), 1)) == {("a", 1): 10, ("c", 3): 30}
     assert js.data(js.get_store(js.provider(root), 2)) == {("a", 1): 11, ("c", 3): 30}
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         js.get_store(js.provider(root), 3)
     assert "does not exist" in _error(e) and "3" in _error(e)
     assert _condition(e).startswith("CANNOT_LOAD_STATE_STORE")
@@ -63,7 +71,7 @@ def test_get_put_remove_commit_iterator_and_durability(js, tmp_path):
 def test_put_null_and_rows_reused_by_the_caller(js, tmp_path):
     p = js.provider(new_root(tmp_path))
     s = js.get_store(p, 0)
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         s.put(js.key("a", 1), None, "default")
     assert "Cannot put a null value" in _error(e)
     key, value = js.key("a", 1), js.value(5)
@@ -152,7 +160,7 @@ def test_abort_is_idempotent_and_never_touches_committed_data(js, tmp_path):
     js.put(s, "b", 1, 2)
     s.abort()
     s.abort()
-    with pytest.raises(Py4JJavaError):
+    with pytest.raises(JavaError):
         js.put(s, "c", 1, 1)
     assert js.data(js.get_store(p, 1)) == {("a", 1): 1}
     assert js.data(js.get_store(js.provider(root), 1)) == {("a", 1): 1}
@@ -161,10 +169,10 @@ def test_abort_is_idempotent_and_never_touches_committed_data(js, tmp_path):
 def test_invalid_versions_older_versions_and_recommit(js, tmp_path):
     root = new_root(tmp_path)
     p = js.provider(root)
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         js.get_store(p, -1)
     assert _condition(e) == "CANNOT_LOAD_STATE_STORE.UNEXPECTED_VERSION"
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         js.get_store(p, 1)
     assert "does not exist" in _error(e)
     for v in range(3):
@@ -274,28 +282,30 @@ def test_close_is_idempotent_and_iterators_survive_it(js, tmp_path):
 def test_refuses_what_it_cannot_serve_with_sparks_error_classes(js, tmp_path):
     pkg = js.pkg
     root = new_root(tmp_path)
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         js.provider(root, multi=True)
     assert _condition(e) == "STATE_STORE_UNSUPPORTED_OPERATION"
-    seq = js.jvm.scala.jdk.javaapi.CollectionConverters.asScala(js.jvm.java.util.Arrays.asList(1)).toSeq()
-    with pytest.raises(Py4JJavaError) as e:
+    ordinals = js.jvm.java.util.ArrayList()
+    ordinals.add(1)
+    seq = js.jvm.scala.jdk.javaapi.CollectionConverters.asScala(ordinals).toList()
+    with pytest.raises(JavaError) as e:
         js.provider(root, spec=pkg.RangeKeyScanStateEncoderSpec(js.key_schema, seq))
     assert _condition(e) == "STATE_STORE_UNSUPPORTED_OPERATION"
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         js.provider(root, conf=js.store_conf(**{"spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}))
     assert _condition(e) == "STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED"
     p = js.provider(root)
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         p.getStore(0, js.jvm.scala.Option.apply("some-id"), False, False)
     assert _condition(e) == "STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED"
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         p.getStore(0, js.none, False, True)
     assert "loadEmpty" in _error(e)
     s = js.get_store(p, 0)
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         s.put(js.key("a", 1), js.value(1), "other_cf")
     assert "COLUMN_FAMIL" in _condition(e) or "COLUMN_FAMIL" in _error(e)
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         s.merge(js.key("a", 1), js.value(1), "default")
     assert _condition(e) == "STATE_STORE_UNSUPPORTED_OPERATION"
     assert js.jvm.scala.jdk.javaapi.CollectionConverters.asJava(s.allColumnFamilyNames()).toString() == "[default]"
@@ -305,7 +315,7 @@ def test_refuses_what_it_cannot_serve_with_sparks_error_classes(js, tmp_path):
 def test_invalid_ttlstate_conf_fails_with_key_value_and_allowed(js, tmp_path):
     key = "spark.sql.streaming.stateStore.ttlstate.iteratorChunkEntries"
     p = js.provider(new_root(tmp_path), conf=js.store_conf(**{key: "zero"}))
-    with pytest.raises(Py4JJavaError) as e:
+    with pytest.raises(JavaError) as e:
         js.get_store(p, 0)
     assert key in _error(e) and "'zero'" in _error(e) and "integer" in _error(e)
 
