@@ -364,10 +364,16 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         long newVersion = store.version() + 1;
         Path changelog = tmpFile(newVersion + ".changelog");
         try {
+            long t0 = System.nanoTime();
             long[] r = store.txn().commit(newVersion, changelog.toString());
             loadedVersion = -1; // until the upload succeeded
+            long t1 = System.nanoTime();
             store.metrics.uploaded(files.upload(changelog, newVersion, CheckpointFiles.CHANGELOG));
+            long t2 = System.nanoTime();
             files.deleteIfExists(newVersion, CheckpointFiles.SNAPSHOT);
+            LOG.debug("Commit of version {} for {}: worker {} ms, upload {} ms, stale-snapshot check {} ms",
+                    newVersion, this, (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000,
+                    (System.nanoTime() - t2) / 1_000_000);
             if (lastSnapshotVersion >= newVersion) {
                 lastSnapshotVersion = 0; // unknown now; the next snapshot maintenance decides
             }
