@@ -227,6 +227,10 @@ public final class PythonService {
                         break;
                     }
                     err.join(2000);
+                    String invalid = invalidConfLine();
+                    if (invalid != null) {
+                        throw new InvalidConfException(invalid);
+                    }
                     throw new ServiceStartException(String.format(
                             "The ttlstate store service (Python '%s') exited with code %d before it "
                                     + "was ready. Its stderr ends with:%n%s%n%s",
@@ -297,6 +301,19 @@ public final class PythonService {
         } catch (IOException e) {
             LOG.debug("ttlstate service stderr closed", e);
         }
+    }
+
+    /** The message of a {@code TTLSTATE_INVALID_CONF: ...} line the service printed before exiting, or null. */
+    private String invalidConfLine() {
+        String prefix = "TTLSTATE_INVALID_CONF: ";
+        synchronized (stderrTail) {
+            for (String line : stderrTail) {
+                if (line.startsWith(prefix)) {
+                    return line.substring(prefix.length());
+                }
+            }
+        }
+        return null;
     }
 
     private String stderrTail() {
