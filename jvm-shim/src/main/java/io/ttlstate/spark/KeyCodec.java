@@ -41,11 +41,6 @@ final class KeyCodec {
         }
     }
 
-    /** A fresh codec with the same layout (projections are not thread-safe). */
-    KeyCodec copy(StructType keySchema) {
-        return new KeyCodec(keySchema, numPrefixCols);
-    }
-
     boolean hasPrefix() {
         return numPrefixCols > 0;
     }

@@ -247,9 +247,6 @@ public final class PythonService {
             Thread.currentThread().interrupt();
             throw new ServiceStartException("Interrupted while starting the ttlstate store service", e);
         }
-        if (!process.isAlive() && stopped) {
-            throw new ServiceStartException("The ttlstate store service stopped during start-up");
-        }
         LOG.info("ttlstate store service ready: pid {}, {} workers, dir {}", pid, workers, dir);
         try {
             Runtime.getRuntime().addShutdownHook(shutdownHook);

@@ -196,16 +196,6 @@ final class WorkerConnection implements Closeable {
         }
     }
 
-    /** Runs {@code body} holding this connection's lock, so several requests go as one unit. */
-    <T> T locked(java.util.function.Supplier<T> body) {
-        lock.lock();
-        try {
-            return body.get();
-        } finally {
-            lock.unlock();
-        }
-    }
-
     @Override
     public void close() {
         closed = true;
