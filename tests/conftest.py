@@ -6,8 +6,8 @@ with `ttlstate.configure(...)`, which puts the shim jar on the classpath.
 
 The provider under test (the "candidate") is chosen in one place, here: ttlstate by
 default; `TTLSTATE_E2E_CANDIDATE=rocksdb` runs the same suite with Spark's own
-RocksDBStateStoreProvider instead, which proves the tests themselves (they must pass with a
-correct provider) independently of ttlstate.
+RocksDBStateStoreProvider instead (`=hdfs`: HDFS against itself), which proves the tests
+themselves (they must pass with a correct provider) independently of ttlstate.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import streaming  # noqa: E402
 TTLSTATE = streaming.TTLSTATE
 HDFS = streaming.HDFS
 
-_CANDIDATES = {"ttlstate": streaming.TTLSTATE, "rocksdb": streaming.SPARK_ROCKSDB}
+_CANDIDATES = {"ttlstate": streaming.TTLSTATE, "rocksdb": streaming.SPARK_ROCKSDB,
+               "hdfs": streaming.HDFS}
 _candidate_name = os.environ.get("TTLSTATE_E2E_CANDIDATE", "ttlstate")
 if _candidate_name not in _CANDIDATES:
     raise pytest.UsageError(
@@ -105,7 +106,7 @@ def restart_spark(_session_holder):
     return _session_holder.restart
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def candidate():
     """Class name of the provider under test (ttlstate unless TTLSTATE_E2E_CANDIDATE says)."""
     return CANDIDATE

@@ -77,14 +77,15 @@ def _fmt(ts: dt.datetime) -> str:
 
 def generate_events(n_files: int, rows_per_file: int, *, n_keys: int = 8, n_values: int = 6,
                     seed: int = 7, late_fraction: float = 0.1,
+                    late_by_s: tuple[int, int] = (90, 300),
                     active_fraction: float = 0.7) -> list[list[dict]]:
     """Rows of each file: file i holds events of minute i (plus some late ones).
 
     Keys are "k0".."k{n_keys-1}"; in each file only a random subset of keys is active, so
     keys have gaps in event time (session windows split). Values are small ints, so
     (key, value) repeats within and across files (deduplication has work to do). A
-    `late_fraction` of the rows carries an event time 1.5-5 minutes before the file's
-    minute: some are behind a 2-minute watermark, some are not.
+    `late_fraction` of the rows carries an event time `late_by_s` seconds before the file's
+    minute: by default 1.5-5 minutes, so some are behind a 2-minute watermark, some not.
     """
     rng = random.Random(seed)
     files = []
@@ -95,7 +96,7 @@ def generate_events(n_files: int, rows_per_file: int, *, n_keys: int = 8, n_valu
         for _ in range(rows_per_file):
             k = rng.choice(active)
             if i > 1 and rng.random() < late_fraction:
-                ts = start - dt.timedelta(seconds=rng.randint(90, 300))
+                ts = start - dt.timedelta(seconds=rng.randint(*late_by_s))
             else:
                 ts = start + dt.timedelta(seconds=rng.randint(0, FILE_SPAN_S - 1))
             rows.append({"key": f"k{k}", "value": rng.randint(0, n_values - 1), "ts": _fmt(ts)})
@@ -283,29 +284,54 @@ def run_query(spark, provider: str, build_df: Callable, output_mode: str,
                        timeout_s=timeout_s).result()
 
 
-def run_side_by_side(spark, runs: Sequence[dict]) -> list[RunResult]:
-    """Starts every run (kwargs of `start_query`) at once, then waits for all of them.
+def run_many(spark, runs: Sequence[dict], max_parallel: int = 6,
+             timeout_s: float = 600) -> list:
+    """Runs every run (kwargs of `start_query`), up to `max_parallel` at a time.
 
-    Queries spend most of a micro-batch waiting (scheduling, file commits), so two at a
-    time take little longer than one on two cores.
+    Queries spend most of a micro-batch waiting (scheduling, file commits), so several at
+    a time take little longer than one on two cores. Returns, in order, a RunResult or the
+    exception of each run: one failing query does not hide the others' results.
     """
-    started = []
+    import time
+
+    results: list = [None] * len(runs)
+    pending = list(enumerate(runs))
+    active: dict[int, tuple[RunningQuery, float]] = {}
     try:
-        for kw in runs:
-            started.append(start_query(spark, **kw))
-    except BaseException:
-        for q in started:
+        while pending or active:
+            while pending and len(active) < max_parallel:
+                i, kw = pending.pop(0)
+                try:
+                    active[i] = (start_query(spark, **kw), time.monotonic())
+                except Exception as e:  # noqa: BLE001 - reported to the caller
+                    results[i] = e
+            done = [i for i, (q, t0) in active.items()
+                    if not q.query.isActive or time.monotonic() - t0 > timeout_s]
+            for i in done:
+                q, _ = active.pop(i)
+                try:
+                    if q.query.isActive:
+                        q.query.stop()
+                        raise AssertionError(f"query {q.name} ({q.provider}) did not finish "
+                                             f"in {timeout_s} s")
+                    results[i] = q.result()
+                except Exception as e:  # noqa: BLE001
+                    results[i] = e
+            if not done:
+                time.sleep(0.2)
+    finally:
+        for q, _ in active.values():
             if q.query.isActive:
                 q.query.stop()
-        raise
-    results, error = [], None
-    for q in started:
-        try:
-            results.append(q.result())
-        except BaseException as e:  # noqa: BLE001 - wait for the others, then raise
-            error = error or e
-    if error is not None:
-        raise error
+    return results
+
+
+def run_side_by_side(spark, runs: Sequence[dict]) -> list[RunResult]:
+    """`run_many` with all runs at once; raises the first failure."""
+    results = run_many(spark, runs, max_parallel=len(runs))
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
     return results
 
 

@@ -1,9 +1,12 @@
 """Every stateful operator ttlstate serves gives exactly the sink rows HDFS gives.
 
-Each test runs one query twice on the same deterministic input (one file per micro-batch,
-Trigger.AvailableNow), once with HDFSBackedStateStoreProvider and once with the provider
-under test, each on its own checkpoint, and compares the sorted sink rows. The progress
-must show that each run really kept state in the provider it was given.
+Each case runs one query twice on the same deterministic input (one file per micro-batch,
+Trigger.AvailableNow, memory sink), once with HDFSBackedStateStoreProvider and once with
+the provider under test, each on its own checkpoint, and compares the sorted sink rows.
+The progress must show that each run really kept state in the provider it was given.
+
+The queries of all selected cases run up front, several at a time (a module fixture);
+each test then checks its own pair, and a failed query fails only its own test.
 """
 
 from __future__ import annotations
@@ -15,31 +18,64 @@ from streaming import HDFS
 
 pytestmark = pytest.mark.slow
 
-N_FILES = 8
-ROWS_PER_FILE = 40
+N_FILES = 6
+ROWS_PER_FILE = 48
+
+# case -> (build_df, output mode, input)
+CASES = {
+    "aggregation_update": (st.agg_by_key_bucket, "update", "events"),
+    "aggregation_complete": (st.agg_by_key_bucket, "complete", "events"),
+    "aggregation_append_watermark": (st.windowed_agg, "append", "events"),
+    "drop_duplicates": (st.dedup, "append", "events"),
+    "drop_duplicates_watermark": (st.dedup_with_watermark, "append", "events"),
+    "drop_duplicates_within_watermark": (st.dedup_within_watermark, "append", "events"),
+    "apply_in_pandas_with_state": (st.pandas_running_count, "update", "events"),
+    # Append only: Spark 4.3 refuses session windows in update mode
+    # (STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION).
+    "session_window": (st.session_agg, "append", "events"),
+    "inner_join": (st.inner_join, "append", "join"),
+}
+
+
+def _selected_cases(request) -> list[str]:
+    cases = []
+    for item in request.session.items:
+        if item.module is request.module and hasattr(item, "callspec"):
+            case = item.callspec.params.get("case")
+            if case in CASES and case not in cases:
+                cases.append(case)
+    return cases
 
 
 @pytest.fixture(scope="module")
-def events_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("events")
-    st.write_files(d, st.generate_events(N_FILES, ROWS_PER_FILE, seed=11))
-    return d
+def outcomes(request, _session_holder, candidate, tmp_path_factory):
+    """case -> (HDFS result or exception, candidate result or exception)."""
+    root = tmp_path_factory.mktemp("equivalence")
+    inputs = {"events": root / "events", "join": [root / "join-left", root / "join-right"]}
+    st.write_files(inputs["events"], st.generate_events(N_FILES, ROWS_PER_FILE, n_keys=10,
+                                                        seed=11))
+    st.write_files(inputs["join"][0],
+                   st.generate_events(N_FILES, 20, n_keys=4, seed=21, active_fraction=0.8))
+    st.write_files(inputs["join"][1],
+                   st.generate_events(N_FILES, 20, n_keys=4, seed=22, active_fraction=0.8))
+    cases = _selected_cases(request)
+    runs = []
+    for case in cases:
+        build_df, mode, inp = CASES[case]
+        for tag, provider in (("hdfs", HDFS), ("candidate", candidate)):
+            runs.append(dict(provider=provider, build_df=build_df, output_mode=mode,
+                             input_dir=inputs[inp], checkpoint_dir=root / f"ck-{case}-{tag}"))
+    spark = _session_holder.get()
+    assert spark.conf.get("spark.sql.streaming.join.stateFormatVersion", "2") == "2"
+    results = st.run_many(spark, runs, max_parallel=6)
+    return {case: (results[2 * i], results[2 * i + 1]) for i, case in enumerate(cases)}
 
 
-@pytest.fixture(scope="module")
-def join_dirs(tmp_path_factory):
-    left = tmp_path_factory.mktemp("join_left")
-    right = tmp_path_factory.mktemp("join_right")
-    st.write_files(left, st.generate_events(N_FILES, 16, n_keys=4, seed=21, active_fraction=0.8))
-    st.write_files(right, st.generate_events(N_FILES, 16, n_keys=4, seed=22, active_fraction=0.8))
-    return [left, right]
-
-
-def run_both(spark, candidate, build_df, mode, inputs, tmp_path):
-    common = dict(build_df=build_df, output_mode=mode, input_dir=inputs)
-    hdfs, cand = st.run_side_by_side(spark, [
-        dict(provider=HDFS, checkpoint_dir=tmp_path / "ckpt-hdfs", **common),
-        dict(provider=candidate, checkpoint_dir=tmp_path / "ckpt-candidate", **common)])
+def pair(outcomes, case, candidate):
+    hdfs, cand = outcomes[case]
+    for r in (hdfs, cand):
+        if isinstance(r, BaseException):
+            raise r
     st.assert_provider_served(hdfs, HDFS)
     st.assert_provider_served(cand, candidate)
     # Same micro-batches (one file each) and, per batch, as many sink rows.
@@ -54,60 +90,59 @@ def assert_evicted(result):
     assert any(n > 0 for n in removed), f"no state row was ever removed: {removed}"
 
 
-@pytest.mark.parametrize("mode", ["update", "complete"])
-def test_aggregation(spark, candidate, events_dir, tmp_path, mode):
-    hdfs, cand = run_both(spark, candidate, st.agg_by_key_bucket, mode, events_dir, tmp_path)
-    st.assert_same_rows(hdfs, cand, min_rows=20 if mode == "complete" else 60,
-                        what=f"aggregation ({mode})")
+@pytest.mark.parametrize("case", ["aggregation_update", "aggregation_complete"])
+def test_aggregation(outcomes, candidate, case):
+    hdfs, cand = pair(outcomes, case, candidate)
+    st.assert_same_rows(hdfs, cand, min_rows=25 if case.endswith("complete") else 80,
+                        what=case)
 
 
-def test_aggregation_append_with_watermark(spark, candidate, events_dir, tmp_path):
-    hdfs, cand = run_both(spark, candidate, st.windowed_agg, "append", events_dir, tmp_path)
-    st.assert_same_rows(hdfs, cand, min_rows=20, what="windowed aggregation (append)")
+@pytest.mark.parametrize("case", ["aggregation_append_watermark"])
+def test_aggregation_append_with_watermark(outcomes, candidate, case):
+    hdfs, cand = pair(outcomes, case, candidate)
+    st.assert_same_rows(hdfs, cand, min_rows=20, what=case)
     assert_evicted(cand)
 
 
-@pytest.mark.parametrize("build_df", [st.dedup, st.dedup_with_watermark],
-                         ids=["no_watermark", "watermark"])
-def test_drop_duplicates(spark, candidate, events_dir, tmp_path, build_df):
-    hdfs, cand = run_both(spark, candidate, build_df, "append", events_dir, tmp_path)
-    st.assert_same_rows(hdfs, cand, min_rows=30, what=f"dropDuplicates ({build_df.__name__})")
+@pytest.mark.parametrize("case", ["drop_duplicates", "drop_duplicates_watermark"])
+def test_drop_duplicates(outcomes, candidate, case):
+    hdfs, cand = pair(outcomes, case, candidate)
+    st.assert_same_rows(hdfs, cand, min_rows=40, what=case)
     assert len(cand.rows) < N_FILES * ROWS_PER_FILE, "nothing was deduplicated"
-    if build_df is st.dedup_with_watermark:
+    if case.endswith("watermark"):
         assert_evicted(cand)
 
 
-def test_drop_duplicates_within_watermark(spark, candidate, events_dir, tmp_path):
-    hdfs, cand = run_both(spark, candidate, st.dedup_within_watermark, "append", events_dir,
-                          tmp_path)
-    st.assert_same_rows(hdfs, cand, min_rows=30, what="dropDuplicatesWithinWatermark")
+@pytest.mark.parametrize("case", ["drop_duplicates_within_watermark"])
+def test_drop_duplicates_within_watermark(outcomes, candidate, case):
+    hdfs, cand = pair(outcomes, case, candidate)
+    st.assert_same_rows(hdfs, cand, min_rows=40, what=case)
     assert len(cand.rows) < N_FILES * ROWS_PER_FILE, "nothing was deduplicated"
     assert_evicted(cand)
 
 
-def test_apply_in_pandas_with_state(spark, candidate, events_dir, tmp_path):
-    hdfs, cand = run_both(spark, candidate, st.pandas_running_count, "update", events_dir,
-                          tmp_path)
-    st.assert_same_rows(hdfs, cand, min_rows=30, what="applyInPandasWithState")
-    # State carried across batches (rounds > 1) and was removed (n reset after >= 12).
+@pytest.mark.parametrize("case", ["apply_in_pandas_with_state"])
+def test_apply_in_pandas_with_state(outcomes, candidate, case):
+    hdfs, cand = pair(outcomes, case, candidate)
+    st.assert_same_rows(hdfs, cand, min_rows=30, what=case)
+    # State carried across batches (rounds > 1) and was removed (n reached 12).
     assert max(r[3] for r in cand.rows) > 1
     assert any(r[1] >= 12 for r in cand.rows)
-
-
-def test_session_window(spark, candidate, events_dir, tmp_path):
-    # Append only: Spark 4.3 refuses session windows in update mode
-    # (STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION).
-    hdfs, cand = run_both(spark, candidate, st.session_agg, "append", events_dir, tmp_path)
-    st.assert_same_rows(hdfs, cand, min_rows=40, what="session window (append)")
-    # Sessions merged several events (not one event per session).
-    assert max(r[2] for r in cand.rows) > 1
     assert_evicted(cand)
 
 
-def test_stream_stream_inner_join(spark, candidate, join_dirs, tmp_path):
-    assert spark.conf.get("spark.sql.streaming.join.stateFormatVersion", "2") == "2"
-    hdfs, cand = run_both(spark, candidate, st.inner_join, "append", join_dirs, tmp_path)
-    st.assert_same_rows(hdfs, cand, min_rows=60, what="stream-stream inner join")
-    # Left rows joined right rows of a later file: state survived across batches.
+@pytest.mark.parametrize("case", ["session_window"])
+def test_session_window(outcomes, candidate, case):
+    hdfs, cand = pair(outcomes, case, candidate)
+    st.assert_same_rows(hdfs, cand, min_rows=40, what=case)
+    assert max(r[2] for r in cand.rows) > 1, "no session merged several events"
+    assert_evicted(cand)
+
+
+@pytest.mark.parametrize("case", ["inner_join"])
+def test_stream_stream_inner_join(outcomes, candidate, case):
+    hdfs, cand = pair(outcomes, case, candidate)
+    st.assert_same_rows(hdfs, cand, min_rows=100, what=case)
+    # Left rows joined right rows of a later minute: state survived across batches.
     assert any(st.file_of(r[5]) > st.file_of(r[2]) for r in cand.rows)
     assert_evicted(cand)
