@@ -107,6 +107,12 @@ def restart_spark(_session_holder):
 
 
 @pytest.fixture(scope="session")
+def ttlstate_jar():
+    """Path of the shim jar; fails with what to do if it is missing or lacks the provider."""
+    return shim_jar()
+
+
+@pytest.fixture(scope="session")
 def candidate():
     """Class name of the provider under test (ttlstate unless TTLSTATE_E2E_CANDIDATE says)."""
     return CANDIDATE

@@ -1,0 +1,225 @@
+"""No ttlstate Python process outlives its JVM: after spark.stop(), and after SIGKILL.
+
+Each test starts a PySpark driver in a subprocess (so the shared session of the other
+tests is not touched) that runs a small ttlstate query and reports its JVM's pid. The
+test finds the store service (`python -m ttlstate.service --dir DIR`) and its worker
+processes among the JVM's descendants with psutil, then stops Spark or SIGKILLs the JVM
+and polls until they are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+GONE_WITHIN_S = 15
+
+DRIVER = textwrap.dedent("""
+    import json, pathlib, sys
+    sys.path.insert(0, sys.argv[1])
+    import streaming as st
+
+    root = pathlib.Path(sys.argv[2])
+    spark = st.build_session("ttlstate-lifecycle", warehouse=str(root / "warehouse"))
+    st.write_files(root / "events", st.generate_events(3, 20, seed=5))
+    res = st.run_query(spark, st.TTLSTATE, st.agg_by_key, "update", root / "events",
+                       root / "checkpoint")
+    st.assert_provider_served(res, st.TTLSTATE)
+    jvm = spark.sparkContext._jvm
+    pid = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
+    print(json.dumps({"event": "ran", "jvm_pid": int(pid), "rows": len(res.rows)}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "stop":
+            spark.stop()
+            print(json.dumps({"event": "stopped"}), flush=True)
+        elif line.strip() == "exit":
+            break
+""")
+
+
+class Driver:
+    """The driver subprocess, its stdout events, and every process it led to."""
+
+    def __init__(self, tmp_path):
+        self.log = tmp_path / "driver.log"
+        self._log_file = open(self.log, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, TESTS_DIR, str(tmp_path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_file,
+            text=True, start_new_session=True)
+        self._events: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.seen: dict[int, psutil.Process] = {}
+
+    def _read(self):
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    self._events.put(json.loads(line))
+                except ValueError:
+                    pass
+        self._events.put({"event": "eof"})
+
+    def expect(self, event: str, timeout: float = 240) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                ev = self._events.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                ev = {"event": "timeout"}
+            if ev["event"] == event:
+                return ev
+            if ev["event"] in ("eof", "timeout") or time.monotonic() > deadline:
+                pytest.fail(f"driver: expected {event!r}, got {ev}; exit code "
+                            f"{self.proc.poll()}; log tail:\n{self.log_tail()}")
+
+    def send(self, line: str):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def log_tail(self, n: int = 40) -> str:
+        self._log_file.flush()
+        lines = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+
+    def remember(self, procs):
+        for p in procs:
+            self.seen[p.pid] = p
+
+    def close(self):
+        """Ends the driver, and kills by pid whatever it led to that is still alive."""
+        try:
+            if self.proc.poll() is None:
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+                try:
+                    self.proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=10)
+        finally:
+            # The JVM exits by itself once the driver is gone; give it a moment.
+            wait_until_gone(list(self.seen.values()), [], timeout=10)
+            for p in self.seen.values():
+                if alive(p):
+                    p.kill()
+            self._log_file.close()
+
+
+def alive(p: psutil.Process) -> bool:
+    """Running (a zombie has exited; the same pid reused by another process is not p)."""
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+
+
+def is_service(p: psutil.Process) -> bool:
+    """The service and its workers (forked from it: the same command line)."""
+    return "ttlstate.service" in " ".join(cmdline(p))
+
+
+def service_dir(p: psutil.Process) -> str:
+    args = cmdline(p)
+    return args[args.index("--dir") + 1]
+
+
+def ttlstate_processes_of(jvm: psutil.Process) -> list[psutil.Process]:
+    return [p for p in jvm.children(recursive=True) if is_service(p) and alive(p)]
+
+
+def wait_until_gone(procs, paths, timeout=GONE_WITHIN_S) -> tuple[list, list]:
+    """Polls until no process in `procs` runs and no path in `paths` exists."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [p for p in procs if alive(p)]
+        paths_left = [d for d in paths if os.path.exists(d)]
+        if (not left and not paths_left) or time.monotonic() > deadline:
+            return left, paths_left
+        time.sleep(0.1)
+
+
+def describe(procs) -> str:
+    return "; ".join(f"pid {p.pid}: {' '.join(cmdline(p))}" for p in procs)
+
+
+def start_and_find_service(tmp_path):
+    """Starts the driver; returns it, the JVM, the service's processes and its dir."""
+    driver = Driver(tmp_path)
+    ran = driver.expect("ran")
+    assert ran["rows"] > 0
+    jvm = psutil.Process(ran["jvm_pid"])
+    driver.remember([jvm])
+    # The JVM is the `java` that py4j started under the driver subprocess.
+    javas = [p for p in psutil.Process(driver.proc.pid).children(recursive=True)
+             if p.name() == "java"]
+    assert jvm.pid in [p.pid for p in javas], (jvm, javas)
+
+    procs = ttlstate_processes_of(jvm)
+    driver.remember(procs)
+    services = [p for p in procs if p.ppid() == jvm.pid]
+    assert len(services) == 1, f"expected one store service under the JVM: {describe(procs)}"
+    service = services[0]
+    workers = [p for p in procs if p.ppid() == service.pid]
+    assert workers, f"the service has no worker processes: {describe(procs)}"
+    d = service_dir(service)
+    assert os.path.basename(d).startswith("ttlstate-"), d
+    mode = stat.S_IMODE(os.stat(d).st_mode)
+    assert mode == 0o700, f"service dir {d} has mode {oct(mode)}, expected 0o700"
+    return driver, jvm, procs, d
+
+
+def test_no_ttlstate_process_after_spark_stop(ttlstate_jar, tmp_path):
+    driver, jvm, procs, d = start_and_find_service(tmp_path)
+    try:
+        driver.send("stop")
+        driver.expect("stopped", timeout=120)
+        left, dirs_left = wait_until_gone(procs, [d])
+        assert alive(jvm), "the JVM should still run after spark.stop() (py4j gateway)"
+        assert not left, (f"{len(left)} ttlstate process(es) still run {GONE_WITHIN_S} s after "
+                          f"spark.stop(): {describe(left)}")
+        assert not ttlstate_processes_of(jvm), describe(ttlstate_processes_of(jvm))
+        assert not dirs_left, f"the service dir {d} still exists after spark.stop()"
+        driver.send("exit")
+    finally:
+        driver.close()
+
+
+def test_no_ttlstate_process_after_jvm_sigkill(ttlstate_jar, tmp_path):
+    driver, jvm, procs, d = start_and_find_service(tmp_path)
+    try:
+        os.kill(jvm.pid, signal.SIGKILL)
+        left, dirs_left = wait_until_gone(procs, [d])
+        assert not alive(jvm)
+        assert not left, (f"{len(left)} ttlstate process(es) still run {GONE_WITHIN_S} s after "
+                          f"the JVM was SIGKILLed: {describe(left)}")
+        orphans = [p for p in psutil.process_iter() if is_service(p) and alive(p)
+                   and d in cmdline(p)]
+        assert not orphans, describe(orphans)
+        assert not dirs_left, f"the service dir {d} still exists after the JVM was killed"
+    finally:
+        driver.close()
