@@ -147,6 +147,8 @@ class RestartCase:
         assert min(second.batches) > max(first.batches), "the second run did not resume"
         assert sum(second.input_rows_per_batch().values()) == \
             sum(len(f) for files in fs for f in files[HALF:]), "the second run did not read the rest"
+        # The two uninterrupted runs agree batch by batch.
+        assert whole.batches == hdfs.batches, "uninterrupted: candidate and HDFS batches differ"
         resumed = st.merge_runs(first, second)
         st.assert_same_rows(whole, resumed, self.min_rows,
                             what=f"{self.name}: restarted vs uninterrupted")
