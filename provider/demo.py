@@ -43,6 +43,7 @@ def main(argv=None) -> int:
         spark = (ttlstate.configure(SparkSession.builder.master("local[2]").appName("ttlstate-demo"))
                  .config("spark.sql.shuffle.partitions", "4")
                  .config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .getOrCreate())
         spark.sparkContext.setLogLevel("WARN")
         clicks = (spark.readStream.schema("user STRING, amount INT")
