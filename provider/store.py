@@ -36,7 +36,7 @@ def engine_errors(fn):
             return fn(*args, **kwargs)
         except TtlStateError:
             raise
-        except (OSError, Exception) as e:  # rocksdict raises plain Exception subclasses
+        except Exception as e:  # OSError, and rocksdict's plain Exception subclasses
             raise StorageError(f"{fn.__qualname__}: {type(e).__name__}: {e}") from e
     wrapped.__name__ = fn.__name__
     wrapped.__qualname__ = fn.__qualname__

@@ -143,8 +143,11 @@ class Worker:
             w.optbytes(txn.get(key))
         return w
 
-    def _chunk(self, w, gen, max_entries: int) -> bool:
-        """Append up to max_entries pairs (or ~1 MiB) to w; True if the iterator ended."""
+    def _chunk(self, w, gen, max_entries: int):
+        """Append `u8 last, u32 n, pairs` with up to max_entries pairs (or ~1 MiB) to w.
+
+        Returns (last, gen): whether the iteration ended, and the generator to go on with.
+        """
         entries = []
         size = 0
         last = True
@@ -314,8 +317,8 @@ class Worker:
             except Exception as e:  # noqa: BLE001 - never let one request kill the worker
                 log.exception("worker %d: %s failed", self.index, p.OP_NAMES[op])
                 return p.error_frame("TTLSTATE_INTERNAL", f"{type(e).__name__}: {e}")
-            if op == p.OPEN:
-                owned.add(int.from_bytes(w.parts[1], "little"))
+            if op == p.OPEN:  # the reply's first field is the new store handle
+                owned.add(p.Reader(w.body(), 1).u32())
             elif op == p.CLOSE:
                 owned.discard(handle)
             return w.frame()
@@ -364,4 +367,4 @@ def serve(index: int, listener: socket.socket, token: bytes):
     while True:
         conn, _ = listener.accept()
         threading.Thread(target=worker.serve_connection, args=(conn,),
-                         name=f"ttlstate-conn", daemon=True).start()
+                         name="ttlstate-conn", daemon=True).start()
