@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,7 +17,8 @@ class ServiceProcess:
     """Starts `python -m ttlstate.service` like the shim does; stop() or EOF ends it."""
 
     def __init__(self, workers: int = 2, confs: dict | None = None):
-        self.dir = os.path.join(tempfile.mkdtemp(prefix="ttlstate-test-"), "svc")
+        self.parent = tempfile.mkdtemp(prefix="ttlstate-test-")
+        self.dir = os.path.join(self.parent, "svc")
         self.token = secrets.token_bytes(32)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ttlstate.service", "--dir", self.dir],
@@ -42,6 +44,7 @@ class ServiceProcess:
             self.proc.wait(10)
         self.proc.stdout.close()
         self.proc.stderr.close()
+        shutil.rmtree(self.parent, ignore_errors=True)
 
 
 class WorkerError(Exception):

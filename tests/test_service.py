@@ -185,5 +185,6 @@ def test_dead_worker_is_restarted_and_service_exits_on_stdin_eof(tmp_path):
     while time.monotonic() < deadline and any(psutil.pid_exists(x) and psutil.Process(x).status() != "zombie" for x in family):
         time.sleep(0.05)
     assert not [x for x in family if psutil.pid_exists(x) and psutil.Process(x).status() != "zombie"]
-    assert not os.path.exists(svc.dir)
+    assert not os.path.exists(svc.dir)  # the service removed its own directory
+    assert not os.path.exists(svc.parent)
     assert before  # workers existed
