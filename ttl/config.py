@@ -1,0 +1,286 @@
+"""TTL settings: Flink's `StateTtlConfig`, as Spark conf keys and as a Python builder.
+
+Every setting is declared once in `SETTINGS` (short name, parser, default, doc). Keys are
+`spark.sql.streaming.stateStore.ttlstate.<name>`, overridable per operator
+(`...ttlstate.operator.<operatorId>.<name>`) and per store
+(`...ttlstate.operator.<operatorId>.store.<storeName>.<name>`); store beats operator beats
+global. Invalid values raise `InvalidConfError` with the key, the value and what is allowed.
+
+Not wired into the provider yet (the store does not apply TTL until the TTL issue lands).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import tomllib
+from typing import Any, Callable, Mapping
+
+from ..errors import InvalidConfError
+
+PREFIX = "spark.sql.streaming.stateStore.ttlstate."
+
+
+class UpdateType(enum.Enum):
+    ON_CREATE_AND_WRITE = "OnCreateAndWrite"
+    ON_READ_AND_WRITE = "OnReadAndWrite"
+    DISABLED = "Disabled"
+
+
+class StateVisibility(enum.Enum):
+    NEVER_RETURN_EXPIRED = "NeverReturnExpired"
+    RETURN_EXPIRED_IF_NOT_CLEANED_UP = "ReturnExpiredIfNotCleanedUp"
+
+
+class TimeCharacteristic(enum.Enum):
+    BATCH_TIMESTAMP = "BatchTimestamp"
+    PROCESSING_TIME = "ProcessingTime"
+
+
+_UNITS_MS = {
+    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+_DURATION = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
+DURATION_ALLOWED = ("a non-negative duration such as 30s, 10 minutes, 1h, 2d "
+                    "(a bare number is milliseconds)")
+
+
+def parse_duration(text: str) -> int:
+    """Milliseconds of `30s`, `10 minutes`, `1h`, `2d`, or a bare number of milliseconds."""
+    m = _DURATION.match(str(text))
+    unit = m and m.group(2).lower()
+    if not m or unit not in _UNITS_MS and unit != "":
+        raise ValueError(DURATION_ALLOWED)
+    ms = int(m.group(1)) * (_UNITS_MS[unit] if unit else 1)
+    if ms >= 1 << 63:
+        raise ValueError(DURATION_ALLOWED + ", below 2^63 ms")
+    return ms
+
+
+def _enum(cls):
+    names = {e.value.lower(): e for e in cls}
+
+    def parse(text: str):
+        e = names.get(str(text).strip().lower())
+        if e is None:
+            raise ValueError("one of " + ", ".join(e.value for e in cls))
+        return e
+    return parse
+
+
+def _bool(text: str) -> bool:
+    v = str(text).strip().lower()
+    if v not in ("true", "false"):
+        raise ValueError("true or false")
+    return v == "true"
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(str(text).strip())
+    except ValueError:
+        v = -1
+    if not 1 <= v <= 1_000_000:
+        raise ValueError("an integer from 1 to 1000000")
+    return v
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    name: str
+    field: str
+    parse: Callable[[str], Any]
+    default: str
+    doc: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("ttl", "ttl_ms", parse_duration, "0",
+            "Time-to-live of a state entry; unset or 0 means no TTL."),
+    Setting("updateType", "update_type", _enum(UpdateType), "OnCreateAndWrite",
+            "When an entry's timestamp is refreshed: on put only, on every read too, or never."),
+    Setting("stateVisibility", "state_visibility", _enum(StateVisibility), "NeverReturnExpired",
+            "Whether expired entries that are not cleaned up yet may still be returned."),
+    Setting("timeCharacteristic", "time_characteristic", _enum(TimeCharacteristic), "BatchTimestamp",
+            "The clock: the micro-batch's logical timestamp (replay-safe) or the wall clock."),
+    Setting("cleanup.inBackground", "cleanup_in_background", _bool, "true",
+            "Turn on the default background cleanup strategies."),
+    Setting("cleanup.incremental.size", "incremental_size", _count, "5",
+            "Entries checked by the incremental cleanup per state access."),
+    Setting("cleanup.incremental.everyRecord", "incremental_every_record", _bool, "false",
+            "Also run the incremental cleanup once per processed record."),
+    Setting("cleanup.compactionFilter.enabled", "compaction_filter", _bool, "true",
+            "Drop expired entries during RocksDB compaction."),
+    Setting("cleanup.compactionFilter.periodicCompaction", "periodic_compaction_ms",
+            parse_duration, "30d", "Compact files older than this so cold data is cleaned too."),
+    Setting("cleanup.fullSnapshot", "full_snapshot", _bool, "false",
+            "Leave expired entries out whenever a full copy of the state is written."),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+_OVERRIDE = re.compile(r"^operator\.(\d+)\.(?:store\.([^.]+)\.)?(.+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class TtlConfig:
+    """Resolved TTL settings of one store (Flink's StateTtlConfig)."""
+
+    ttl_ms: int = 0
+    update_type: UpdateType = UpdateType.ON_CREATE_AND_WRITE
+    state_visibility: StateVisibility = StateVisibility.NEVER_RETURN_EXPIRED
+    time_characteristic: TimeCharacteristic = TimeCharacteristic.BATCH_TIMESTAMP
+    cleanup_in_background: bool = True
+    incremental_size: int = 5
+    incremental_every_record: bool = False
+    compaction_filter: bool = True
+    periodic_compaction_ms: int = 30 * 86_400_000
+    full_snapshot: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.ttl_ms > 0 and self.update_type is not UpdateType.DISABLED
+
+    @staticmethod
+    def new_builder(ttl: str | int) -> "TtlConfigBuilder":
+        return TtlConfigBuilder(ttl)
+
+    def to_conf(self, operator: int | None = None, store: str | None = None) -> dict[str, str]:
+        """Spark conf keys for these settings, global or scoped to an operator / store."""
+        if store is not None and operator is None:
+            raise ValueError("a store override needs its operator id")
+        scope = PREFIX
+        if operator is not None:
+            scope += f"operator.{int(operator)}."
+            if store is not None:
+                scope += f"store.{store}."
+        return {scope + s.name: _render(getattr(self, s.field)) for s in SETTINGS}
+
+
+def _render(v) -> str:
+    if isinstance(v, enum.Enum):
+        return v.value
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+class TtlConfigBuilder:
+    """Mirrors Flink's `StateTtlConfig.newBuilder(...)...build()`."""
+
+    def __init__(self, ttl: str | int):
+        self._values: dict[str, Any] = {"ttl_ms": _parse_value(BY_NAME["ttl"], ttl, "ttl")}
+
+    def _set(self, name: str, value) -> "TtlConfigBuilder":
+        s = BY_NAME[name]
+        self._values[s.field] = _parse_value(s, value.value if isinstance(value, enum.Enum) else value, name)
+        return self
+
+    def set_update_type(self, update_type) -> "TtlConfigBuilder":
+        return self._set("updateType", update_type)
+
+    def set_state_visibility(self, visibility) -> "TtlConfigBuilder":
+        return self._set("stateVisibility", visibility)
+
+    def set_time_characteristic(self, characteristic) -> "TtlConfigBuilder":
+        return self._set("timeCharacteristic", characteristic)
+
+    def cleanup_incrementally(self, size: int, every_record: bool = False) -> "TtlConfigBuilder":
+        self._set("cleanup.incremental.size", str(size))
+        return self._set("cleanup.incremental.everyRecord", _render(bool(every_record)))
+
+    def cleanup_in_rocksdb_compact_filter(self, periodic_compaction: str | int = "30d") -> "TtlConfigBuilder":
+        self._set("cleanup.compactionFilter.enabled", "true")
+        return self._set("cleanup.compactionFilter.periodicCompaction", periodic_compaction)
+
+    def cleanup_full_snapshot(self) -> "TtlConfigBuilder":
+        return self._set("cleanup.fullSnapshot", "true")
+
+    def disable_cleanup_in_background(self) -> "TtlConfigBuilder":
+        return self._set("cleanup.inBackground", "false")
+
+    def build(self) -> TtlConfig:
+        return TtlConfig(**self._values)
+
+
+def _parse_value(setting: Setting, value, key: str):
+    text = _render(value)
+    try:
+        return setting.parse(text)
+    except ValueError as e:
+        raise InvalidConfError(key if key.startswith(PREFIX) else PREFIX + key, text, str(e)) from None
+
+
+def resolve(confs: Mapping[str, str], operator: int, store: str = "default") -> TtlConfig:
+    """The TTL settings of one store: store override > operator override > global > default.
+
+    Every TTL key in `confs` is validated, also those of other operators and stores.
+    """
+    layers: list[dict[str, Any]] = [{}, {}, {}]  # global, operator, store
+    for key, text in confs.items():
+        if not key.startswith(PREFIX):
+            continue
+        rest = key[len(PREFIX):]
+        layer, name = 0, rest
+        m = _OVERRIDE.match(rest)
+        if m:
+            name = m.group(3)
+            mine = int(m.group(1)) == operator and (m.group(2) is None or m.group(2) == store)
+            layer = (2 if m.group(2) is not None else 1) if mine else -1
+        setting = BY_NAME.get(name)
+        if setting is None:
+            if m:  # only TTL settings can be overridden per operator or store
+                raise InvalidConfError(key, text, "unknown TTL setting; known settings are "
+                                       + ", ".join(s.name for s in SETTINGS))
+            continue  # a global key of another part of ttlstate (see provider/conf.py)
+        value = _parse_value(setting, text, key)
+        if layer >= 0:
+            layers[layer][setting.field] = value
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer)
+    return TtlConfig(**merged)
+
+
+def load_profiles(path: str) -> dict[str, dict[str, str]]:
+    """Conf dicts of the TTL profiles in a TOML file, by profile name.
+
+    ```toml
+    [profiles.short]
+    ttl = "10 minutes"
+    [profiles.short.operator.2]          # overrides for operator 2
+    ttl = "1h"
+    [profiles.short.operator.2.store.left-keyToNumValues]
+    ttl = "30s"
+    ```
+    Every value is validated; an error names the file, the profile and the key.
+    """
+    with open(path, "rb") as f:
+        doc = tomllib.load(f)
+    profiles = doc.get("profiles")
+    if not isinstance(profiles, dict) or not profiles:
+        raise InvalidConfError(path, "", "a TOML file with at least one [profiles.<name>] table")
+    out: dict[str, dict[str, str]] = {}
+    for name, table in profiles.items():
+        conf: dict[str, str] = {}
+        _flatten(table, PREFIX, conf, f"{path} [profiles.{name}]")
+        for key, value in conf.items():
+            rest = key[len(PREFIX):]
+            m = _OVERRIDE.match(rest)
+            setting = BY_NAME.get(m.group(3) if m else rest)
+            if setting is None:
+                raise InvalidConfError(key, value, f"unknown TTL setting in {path} profile '{name}'")
+            _parse_value(setting, value, key)
+        out[name] = conf
+    return out
+
+
+def _flatten(table: dict, prefix: str, out: dict[str, str], where: str):
+    for k, v in table.items():
+        if isinstance(v, dict):
+            _flatten(v, f"{prefix}{k}.", out, where)
+        else:
+            out[prefix + str(k)] = _render(v)
