@@ -221,31 +221,31 @@ class Txn:
             return overlay[key]
         return self._base_get(key)
 
-    def _exists(self, key: bytes) -> bool:
-        if key in self.overlay:
-            return self.overlay[key] is not None
-        return self._base_get(key) is not None
-
     def put(self, key: bytes, value: bytes):
-        if not self._exists(key):
+        old = self.overlay.get(key, _ABSENT)
+        if old is _ABSENT:  # first write of this key in the transaction
+            existed = self._base_get(key) is not None
+            self.overlay_bytes += len(key)
+        else:
+            existed = old is not None
+            self.overlay_bytes -= len(old) if old else 0
+        if not existed:
             self.key_delta += 1
-        old = self.overlay.get(key)
-        self.overlay_bytes += len(value) + (len(key) if key not in self.overlay else 0) \
-            - (len(old) if old else 0)
+        self.overlay_bytes += len(value)
         self.overlay[key] = value
 
     def remove(self, key: bytes):
-        if key in self.overlay:
-            old = self.overlay[key]
-            if old is None:
-                return
-            self.key_delta -= 1
-            self.overlay_bytes -= len(old)
-            self.overlay[key] = None
-        elif self._base_get(key) is not None:
-            self.key_delta -= 1
+        old = self.overlay.get(key, _ABSENT)
+        if old is _ABSENT:
+            if self._base_get(key) is None:
+                return  # removing a missing key is a no-op
             self.overlay_bytes += len(key)
-            self.overlay[key] = None
+        elif old is None:
+            return  # already removed in this transaction
+        else:
+            self.overlay_bytes -= len(old)
+        self.key_delta -= 1
+        self.overlay[key] = None
 
     @property
     def num_keys(self) -> int:
@@ -267,6 +267,9 @@ class Txn:
         for key, value in merged:
             if value is not None:
                 yield key, value
+
+
+_ABSENT = object()  # "not in the overlay", as opposed to None: "removed"
 
 
 def _first(kv):

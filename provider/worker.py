@@ -234,16 +234,20 @@ class Worker:
     def op_close(self, h, r):
         delete_files = r.bool()
         r.end()
-        store = self.stores.pop(h, None)
-        if store is not None:
-            self._forget_txns_of(store)
-            store.close(delete_files)
-            log.info("worker %d closed %s", self.index, store.store_id)
+        self._close_store(h, delete_files)
         return p.ok()
 
     def op_ping(self, h, r):
         r.end()
         return p.ok()
+
+    def _close_store(self, h: int, delete_files: bool):
+        """Forget store handle `h` and its transactions, and close its database."""
+        store = self.stores.pop(h, None)
+        if store is not None:
+            self._forget_txns_of(store)
+            store.close(delete_files)
+            log.info("worker %d closed %s", self.index, store.store_id)
 
     def _forget_txns_of(self, store: Store):
         for th in [th for th, t in self.txns.items() if t.store is store]:
@@ -273,13 +277,10 @@ class Worker:
         finally:
             with self.lock:
                 for h in owned:
-                    store = self.stores.pop(h, None)
-                    if store is not None:
-                        self._forget_txns_of(store)
-                        try:
-                            store.close(delete_files=True)
-                        except TtlStateError as e:
-                            log.warning("worker %d: closing %s: %s", self.index, store.store_id, e)
+                    try:
+                        self._close_store(h, delete_files=True)
+                    except TtlStateError as e:
+                        log.warning("worker %d: closing store %d: %s", self.index, h, e)
             conn.close()
 
     def _handshake(self, conn: socket.socket):
