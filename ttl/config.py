@@ -125,6 +125,14 @@ BY_NAME = {s.name: s for s in SETTINGS}
 _OVERRIDE = re.compile(r"^operator\.(\d+)\.(?:store\.([^.]+)\.)?(.+)$")
 
 
+def split_key(rest: str) -> tuple[int | None, str | None, str]:
+    """(operator id, store name, setting name) of a key with the prefix removed."""
+    m = _OVERRIDE.match(rest)
+    if m is None:
+        return None, None, rest
+    return int(m.group(1)), m.group(2), m.group(3)
+
+
 @dataclasses.dataclass(frozen=True)
 class TtlConfig:
     """Resolved TTL settings of one store (Flink's StateTtlConfig)."""
@@ -223,16 +231,14 @@ def resolve(confs: Mapping[str, str], operator: int, store: str = "default") -> 
     for key, text in confs.items():
         if not key.startswith(PREFIX):
             continue
-        rest = key[len(PREFIX):]
-        layer, name = 0, rest
-        m = _OVERRIDE.match(rest)
-        if m:
-            name = m.group(3)
-            mine = int(m.group(1)) == operator and (m.group(2) is None or m.group(2) == store)
-            layer = (2 if m.group(2) is not None else 1) if mine else -1
+        op, st, name = split_key(key[len(PREFIX):])
+        layer = 0
+        if op is not None:
+            mine = op == operator and (st is None or st == store)
+            layer = (2 if st is not None else 1) if mine else -1
         setting = BY_NAME.get(name)
         if setting is None:
-            if m:  # only TTL settings can be overridden per operator or store
+            if op is not None:  # only TTL settings can be overridden per operator or store
                 raise InvalidConfError(key, text, "unknown TTL setting; known settings are "
                                        + ", ".join(s.name for s in SETTINGS))
             continue  # a global key of another part of ttlstate (see provider/conf.py)
@@ -266,11 +272,9 @@ def load_profiles(path: str) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for name, table in profiles.items():
         conf: dict[str, str] = {}
-        _flatten(table, PREFIX, conf, f"{path} [profiles.{name}]")
+        _flatten(table, PREFIX, conf)
         for key, value in conf.items():
-            rest = key[len(PREFIX):]
-            m = _OVERRIDE.match(rest)
-            setting = BY_NAME.get(m.group(3) if m else rest)
+            setting = BY_NAME.get(split_key(key[len(PREFIX):])[2])
             if setting is None:
                 raise InvalidConfError(key, value, f"unknown TTL setting in {path} profile '{name}'")
             _parse_value(setting, value, key)
@@ -278,9 +282,9 @@ def load_profiles(path: str) -> dict[str, dict[str, str]]:
     return out
 
 
-def _flatten(table: dict, prefix: str, out: dict[str, str], where: str):
+def _flatten(table: dict, prefix: str, out: dict[str, str]):
     for k, v in table.items():
         if isinstance(v, dict):
-            _flatten(v, f"{prefix}{k}.", out, where)
+            _flatten(v, f"{prefix}{k}.", out)
         else:
             out[prefix + str(k)] = _render(v)
