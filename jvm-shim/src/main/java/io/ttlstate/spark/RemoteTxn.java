@@ -66,21 +66,20 @@ final class RemoteTxn {
     }
 
     void put(byte[] key, byte[] value) {
-        FrameWriter b = batch();
-        b.u8(Op.RECORD_PUT).bytes(key).bytes(value);
-        batchCount++;
-        pending.put(ByteBuffer.wrap(key), value);
-        if (b.size() >= writeBatchBytes) {
-            flush();
-        }
+        batch().u8(Op.RECORD_PUT).bytes(key).bytes(value);
+        buffered(key, value);
     }
 
     void remove(byte[] key) {
-        FrameWriter b = batch();
-        b.u8(Op.RECORD_REMOVE).bytes(key);
+        batch().u8(Op.RECORD_REMOVE).bytes(key);
+        buffered(key, TOMBSTONE);
+    }
+
+    /** Records a write just appended to the batch; sends the batch once it is big enough. */
+    private void buffered(byte[] key, byte[] pendingValue) {
         batchCount++;
-        pending.put(ByteBuffer.wrap(key), TOMBSTONE);
-        if (b.size() >= writeBatchBytes) {
+        pending.put(ByteBuffer.wrap(key), pendingValue);
+        if (batch.size() >= writeBatchBytes) {
             flush();
         }
     }

@@ -50,6 +50,8 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     private static final long RECONNECT_MILLIS = 15_000;
     private static final String DOWNLOAD_DIR = "jvm-download";
     private static final String TMP_DIR = "jvm-tmp";
+    /** Suffixes of local directory and temp-file names; thread-safe, seeded once. */
+    private static final SecureRandom RANDOM = new SecureRandom();
 
     private volatile boolean unloaded;
     private ReentrantReadWriteLock maintenanceLock;
@@ -142,7 +144,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         this.storeKey = stateStoreId.checkpointRootLocation() + "|" + stateStoreId.operatorId() + "|"
                 + stateStoreId.partitionId() + "|" + stateStoreId.storeName();
         byte[] suffix = new byte[4];
-        new SecureRandom().nextBytes(suffix);
+        RANDOM.nextBytes(suffix);
         this.localDirName = stateStoreId.operatorId() + "_" + stateStoreId.partitionId() + "_"
                 + sanitize(stateStoreId.storeName()) + "_" + HexFormat.of().formatHex(suffix);
         this.files = new CheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf);
@@ -442,7 +444,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         Path dir = localDir.resolve(TMP_DIR);
         Files.createDirectories(dir);
         byte[] r = new byte[4];
-        new SecureRandom().nextBytes(r);
+        RANDOM.nextBytes(r);
         return dir.resolve(name + "." + HexFormat.of().formatHex(r) + ".tmp");
     }
 
