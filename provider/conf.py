@@ -4,7 +4,8 @@ Keys live under `spark.sql.streaming.stateStore.ttlstate.`; Spark forwards that 
 every provider instance (`StateStoreConf.sqlConfs`), the shim passes them to the service,
 and `resolve()` validates them here. An invalid value raises `InvalidConfError` naming the
 key, the value and what is allowed; an unknown key under the prefix is refused too, since
-it is almost always a typo.
+it is almost always a typo. The TTL settings (and their per-operator / per-store overrides)
+are declared in `ttlstate.ttl.config` and resolved per store by `ttl_settings`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from .errors import InvalidConfError
+from .ttl import config as ttl_config
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 
@@ -74,8 +76,12 @@ def resolve(confs: Mapping[str, str], scope: str) -> dict[str, Any]:
             continue
         entry = BY_KEY.get(key)
         if entry is None:
-            known = ", ".join(sorted(e.name for e in ENTRIES))
-            raise InvalidConfError(key, text, f"unknown ttlstate key; known keys are {known}")
+            if ttl_config.split_key(key[len(PREFIX):])[2] in ttl_config.BY_NAME:
+                continue  # validated by ttl_settings (ttl.config.resolve)
+            known = ", ".join(sorted([e.name for e in ENTRIES] + list(ttl_config.BY_NAME)))
+            raise InvalidConfError(
+                key, text, f"unknown ttlstate key; known keys are {known}, and "
+                "operator.<operatorId>.[store.<storeName>.]<TTL key> overrides")
         try:
             value = entry.parse(text)
         except ValueError as e:
@@ -86,3 +92,8 @@ def resolve(confs: Mapping[str, str], scope: str) -> dict[str, Any]:
         if entry.scope == scope and entry.name not in out and entry.default is not None:
             out[entry.name] = entry.parse(entry.default)
     return out
+
+
+def ttl_settings(confs: Mapping[str, str], operator: int, store: str) -> "ttl_config.TtlConfig":
+    """The TTL settings in force for one store (store > operator > global > default)."""
+    return ttl_config.resolve(confs, operator, store)

@@ -10,7 +10,7 @@ import struct
 
 from .errors import ProtocolError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MAX_FRAME = 64 * 1024 * 1024
 
 # Operations (request op codes).
@@ -30,13 +30,14 @@ ABORT = 0x0D
 SNAPSHOT = 0x0E
 CLOSE = 0x0F
 PING = 0x10
+MAINTAIN = 0x11
 
 OP_NAMES = {
     HELLO: "HELLO", OPEN: "OPEN", LOAD: "LOAD", BEGIN: "BEGIN",
     WRITE_BATCH: "WRITE_BATCH", GET: "GET", MULTI_GET: "MULTI_GET",
     ITER_OPEN: "ITER_OPEN", ITER_NEXT: "ITER_NEXT", ITER_CLOSE: "ITER_CLOSE",
     STATS: "STATS", COMMIT: "COMMIT", ABORT: "ABORT", SNAPSHOT: "SNAPSHOT",
-    CLOSE: "CLOSE", PING: "PING",
+    CLOSE: "CLOSE", PING: "PING", MAINTAIN: "MAINTAIN",
 }
 
 STATUS_OK = 0
@@ -227,11 +228,13 @@ def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
     if op == HELLO:
         f = {"token": r.bytes().hex(), "version": r.u16()}
     elif op == OPEN:
-        f = {"storeId": r.str(), "localDir": r.str(), "conf": r.str_pairs()}
+        f = {"storeId": r.str(), "localDir": r.str(), "operatorId": r.i64(),
+             "storeName": r.str(), "conf": r.str_pairs()}
     elif op == LOAD:
-        f = {"version": r.i64(), "files": [(r.u8(), r.i64(), r.str()) for _ in range(r.count(13))]}
+        f = {"version": r.i64(), "batchTimestampMs": r.i64(),
+             "files": [(r.u8(), r.i64(), r.str()) for _ in range(r.count(13))]}
     elif op == BEGIN:
-        f = {"version": r.i64(), "readOnly": r.bool()}
+        f = {"version": r.i64(), "readOnly": r.bool(), "batchTimestampMs": r.i64()}
     elif op == WRITE_BATCH:
         f = {"records": list(read_records(r))}
     elif op == GET:

@@ -1,7 +1,8 @@
 """Changelog and snapshot files: one zstd frame of records with a count and a CRC32.
 
 Layout (docs/PROTOCOL.md, "State files"): a zstd frame of
-    magic "TTLSTAT1", u8 kind, i64 version,
+    magic "TTLSTAT2", u8 kind, i64 version,
+    u8 valueLayout, i64 batchTimestampMs, bytes cleanupCursor   (`FileMeta`),
     records (u8 1 put, bytes key, bytes value | u8 2 remove, bytes key),
     u8 0, u64 recordCount, u32 crc32 of every byte before it,
 followed by u32 crc32 of the compressed frame, so any damaged byte is detected, even one
@@ -10,6 +11,7 @@ that would still decompress to the same content.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import zlib
@@ -20,15 +22,29 @@ import zstandard
 from .errors import CorruptFileError
 from .protocol import FILE_CHANGELOG, FILE_SNAPSHOT, RECORD_PUT, RECORD_REMOVE
 
-MAGIC = b"TTLSTAT1"
+MAGIC = b"TTLSTAT2"
 _HEAD = struct.Struct("<8sBq")
+_META = struct.Struct("<BqI")  # valueLayout, batchTimestampMs, cursor length (cursor follows)
+
+LAYOUT_PLAIN = 0  # values as Spark wrote them
+LAYOUT_TTL = 1  # an 8-byte big-endian timestamp before each value (ttlstate.ttl.codec)
+LAYOUT_NAMES = {LAYOUT_PLAIN: "plain", LAYOUT_TTL: "ttl"}
+
+
+@dataclasses.dataclass(frozen=True)
+class FileMeta:
+    """What a state file says about the version besides its records."""
+
+    layout: int = LAYOUT_PLAIN
+    batch_ts: int = -1  # the TTL clock of the version's commit (-1: unknown)
+    cursor: bytes = b""  # where the incremental TTL cleanup goes on
 _LEN = struct.Struct("<I")
 _TAIL = struct.Struct("<BQI")
 KIND_NAMES = {FILE_SNAPSHOT: "snapshot", FILE_CHANGELOG: "changelog"}
 
 
-def write(path: str, kind: int, version: int,
-          records: Iterable[tuple[bytes, bytes | None]], level: int = 3) -> int:
+def write(path: str, kind: int, version: int, records: Iterable[tuple[bytes, bytes | None]],
+          meta: FileMeta = FileMeta(), level: int = 3) -> int:
     """Write `records` ((key, value) or (key, None) for a remove); returns the file size.
 
     The file is written to `path` + ".tmp" and renamed, so a reader never sees half a file.
@@ -45,6 +61,7 @@ def write(path: str, kind: int, version: int,
                 crc = zlib.crc32(b, crc)
                 out.write(b)
             emit(_HEAD.pack(MAGIC, kind, version))
+            emit(_META.pack(meta.layout, meta.batch_ts, len(meta.cursor)) + meta.cursor)
             pack_len = _LEN.pack
             for key, value in records:
                 if value is None:
@@ -75,8 +92,8 @@ class _CrcSink:
         self.raw.flush()
 
 
-def read(path: str, kind: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
-    """Yield the records of a file, checking magic, kind, version, count and CRC.
+def read(path: str, kind: int, version: int) -> tuple[FileMeta, Iterator[tuple[bytes, bytes | None]]]:
+    """The meta and the records of a file, checking magic, kind, version, count and CRC.
 
     The whole file is checked (CRC, then record count) before the caller applies it:
     a damaged file raises `CorruptFileError` and never yields a wrong record silently.
@@ -96,7 +113,9 @@ def read(path: str, kind: int, version: int) -> Iterator[tuple[bytes, bytes | No
         raise CorruptFileError(path, version, f"truncated ({len(data)} bytes after decompression)")
     magic, fkind, fversion = _HEAD.unpack_from(data, 0)
     if magic != MAGIC:
-        raise CorruptFileError(path, version, "bad magic (not a ttlstate state file)")
+        what = ("a state file of an older ttlstate format" if magic.startswith(b"TTLSTAT")
+                else "not a ttlstate state file")
+        raise CorruptFileError(path, version, f"bad magic ({what})")
     if fkind != kind or fversion != version:
         raise CorruptFileError(
             path, version,
@@ -106,11 +125,18 @@ def read(path: str, kind: int, version: int) -> Iterator[tuple[bytes, bytes | No
     marker, count, crc = _TAIL.unpack_from(data, body_end)
     if marker != 0 or zlib.crc32(memoryview(data)[:body_end + 9]) != crc:
         raise CorruptFileError(path, version, "checksum mismatch")
-    return _records(path, version, data, body_end, count)
+    try:
+        layout, batch_ts, cursor_len = _META.unpack_from(data, _HEAD.size)
+    except struct.error:
+        raise CorruptFileError(path, version, "truncated header") from None
+    pos = _HEAD.size + _META.size + cursor_len
+    if layout not in LAYOUT_NAMES or pos > body_end:
+        raise CorruptFileError(path, version, f"bad header (value layout {layout})")
+    meta = FileMeta(layout, batch_ts, bytes(data[_HEAD.size + _META.size:pos]))
+    return meta, _records(path, version, data, pos, body_end, count)
 
 
-def _records(path, version, data, body_end, count):
-    pos = _HEAD.size
+def _records(path, version, data, pos, body_end, count):
     n = 0
     unpack_len = _LEN.unpack_from
     try:

@@ -49,6 +49,7 @@ class Worker:
             p.ITER_CLOSE: self.op_iter_close, p.STATS: self.op_stats,
             p.COMMIT: self.op_commit, p.ABORT: self.op_abort,
             p.SNAPSHOT: self.op_snapshot, p.CLOSE: self.op_close, p.PING: self.op_ping,
+            p.MAINTAIN: self.op_maintain,
         }
 
     def _new_handle(self) -> int:
@@ -83,27 +84,30 @@ class Worker:
     # -- ops (each returns the OK payload Writer; r is positioned after the header) -----
 
     def op_open(self, h, r):
-        store_id, local_dir, confs = r.str(), r.str(), r.str_pairs()
+        store_id, local_dir, operator_id, store_name = r.str(), r.str(), r.i64(), r.str()
+        confs = dict(r.str_pairs())
         r.end()
-        settings = conf.resolve(dict(confs), "store")
-        store = Store(store_id, local_dir)
+        settings = conf.resolve(confs, "store")
+        ttl = conf.ttl_settings(confs, operator_id, store_name)
+        store = Store(store_id, local_dir, ttl)
         handle = self._new_handle()
         self.stores[handle] = store
-        log.info("worker %d opened %s in %s as handle %d", self.index, store_id, local_dir, handle)
+        log.info("worker %d opened %s in %s as handle %d (TTL %s)", self.index, store_id,
+                 local_dir, handle, f"{store.ttl_ms} ms" if store.ttl_ms else "off")
         return p.ok().u32(handle).str_pairs((k, str(v)) for k, v in sorted(settings.items()))
 
     def op_load(self, h, r):
-        version = r.i64()
+        version, batch_ts = r.i64(), r.i64()
         files = [(r.u8(), r.i64(), r.str()) for _ in range(r.count(13))]
         r.end()
         store = self._store(h)
         self._forget_txns_of(store)
-        return p.ok().i64(store.load(version, files))
+        return p.ok().i64(store.load(version, files, batch_ts))
 
     def op_begin(self, h, r):
-        version, read_only = r.i64(), r.bool()
+        version, read_only, batch_ts = r.i64(), r.bool(), r.i64()
         r.end()
-        txn = self._store(h).begin(version, read_only)
+        txn = self._store(h).begin(version, read_only, batch_ts)
         handle = self._new_handle()
         self.txns[handle] = txn
         return p.ok().u32(handle)
@@ -205,7 +209,8 @@ class Worker:
     def op_stats(self, h, r):
         r.end()
         txn = self._txn(h)
-        return p.ok().i64(txn.num_keys).i64(txn.store.memory_used())
+        w = p.ok().i64(txn.num_keys).i64(txn.store.memory_used())
+        return _metrics(w, txn.store.take_metrics(txn, final=False))
 
     def op_commit(self, h, r):
         new_version, path = r.i64(), r.str()
@@ -216,9 +221,11 @@ class Worker:
         store = txn.store
         try:
             num_keys, size = store.commit(txn, new_version, path)
+            metrics = store.take_metrics(txn, final=True)
         finally:
             self._drop_txn(h)
-        return p.ok().i64(num_keys).i64(size).i64(store.memory_used())
+        w = p.ok().i64(num_keys).i64(size).i64(store.memory_used()).u8(1 if store.migrated else 0)
+        return _metrics(w, metrics)
 
     def op_abort(self, h, r):
         r.end()
@@ -239,6 +246,11 @@ class Worker:
 
     def op_ping(self, h, r):
         r.end()
+        return p.ok()
+
+    def op_maintain(self, h, r):
+        r.end()
+        self._store(h).maintain()
         return p.ok()
 
     def _close_store(self, h: int, delete_files: bool):
@@ -323,6 +335,14 @@ class Worker:
             elif op == p.CLOSE:
                 owned.discard(handle)
             return w.frame()
+
+
+def _metrics(w: p.Writer, metrics: list[tuple[str, int]]) -> p.Writer:
+    """Append `u32 n, (str name, i64 value) * n`."""
+    w.u32(len(metrics))
+    for name, value in metrics:
+        w.str(name).i64(value)
+    return w
 
 
 def _consteq(a: bytes, b: bytes) -> bool:

@@ -85,12 +85,20 @@ class Client:
         return self.recv()
 
     # conveniences
-    def open(self, store_id: str, local_dir: str, confs=()) -> tuple[int, dict]:
-        r = self.call(p.request(p.OPEN, 0).str(store_id).str(local_dir).str_pairs(confs))
+    def open(self, store_id: str, local_dir: str, confs=(), operator: int = 0,
+             store_name: str = "default") -> tuple[int, dict]:
+        r = self.call(p.request(p.OPEN, 0).str(store_id).str(local_dir).i64(operator)
+                      .str(store_name).str_pairs(confs))
         return r.u32(), dict(r.str_pairs())
 
-    def begin(self, store: int, version: int, read_only=False) -> int:
-        return self.call(p.request(p.BEGIN, store).i64(version).u8(read_only)).u32()
+    def load(self, store: int, version: int, files, batch_ts: int = -1) -> int:
+        w = p.request(p.LOAD, store).i64(version).i64(batch_ts).u32(len(files))
+        for kind, file_version, path in files:
+            w.u8(kind).i64(file_version).str(path)
+        return self.call(w).i64()
+
+    def begin(self, store: int, version: int, read_only=False, batch_ts: int = -1) -> int:
+        return self.call(p.request(p.BEGIN, store).i64(version).u8(read_only).i64(batch_ts)).u32()
 
     def write(self, txn: int, records):
         w = p.request(p.WRITE_BATCH, txn).u32(len(records))
@@ -119,9 +127,29 @@ class Client:
         r = self.call(p.request(p.STATS, txn))
         return r.i64(), r.i64()
 
+    def stats_metrics(self, txn: int) -> tuple[int, dict]:
+        r = self.call(p.request(p.STATS, txn))
+        num_keys, _ = r.i64(), r.i64()
+        return num_keys, _read_metrics(r)
+
     def commit(self, txn: int, version: int, path: str):
+        return self.commit_full(txn, version, path)[:3]
+
+    def commit_full(self, txn: int, version: int, path: str):
+        """(numKeys, fileBytes, memoryUsedBytes, snapshotWanted, metrics)."""
         r = self.call(p.request(p.COMMIT, txn).i64(version).str(path))
+        return r.i64(), r.i64(), r.i64(), r.bool(), _read_metrics(r)
+
+    def snapshot(self, store: int, path: str):
+        r = self.call(p.request(p.SNAPSHOT, store).str(path))
         return r.i64(), r.i64(), r.i64()
+
+    def maintain(self, store: int):
+        self.call(p.request(p.MAINTAIN, store))
 
     def close(self):
         self.sock.close()
+
+
+def _read_metrics(r: p.Reader) -> dict:
+    return {r.str(): r.i64() for _ in range(r.u32())}

@@ -97,17 +97,13 @@ def test_load_rebuilds_from_snapshot_and_changelogs(svc, tmp_path):
         t = c.begin(h, v - 1)
         c.write(t, [(b"k%d" % v, b"v%d" % v), (b"k1", b"upd%d" % v)])
         c.commit(t, v, str(tmp_path / f"{v}.changelog"))
-    r = c.call(p.request(p.SNAPSHOT, h).str(str(tmp_path / "3.snapshot")))
-    assert (r.i64(), r.i64() > 0, r.i64()) == (3, True, 3)
+    version, size, count = c.snapshot(h, str(tmp_path / "3.snapshot"))
+    assert (version, size > 0, count) == (3, True, 3)
     c2, h2 = _store(svc, "dst")
-    n = c2.call(p.request(p.LOAD, h2).i64(3).u32(3)
-                .u8(p.FILE_CHANGELOG).i64(1).str(str(tmp_path / "1.changelog"))
-                .u8(p.FILE_CHANGELOG).i64(2).str(str(tmp_path / "2.changelog"))
-                .u8(p.FILE_CHANGELOG).i64(3).str(str(tmp_path / "3.changelog"))).i64()
+    n = c2.load(h2, 3, [(p.FILE_CHANGELOG, v, str(tmp_path / f"{v}.changelog")) for v in (1, 2, 3)])
     assert n == 3
     via_log = c2.items(c2.begin(h2, 3, True))
-    n = c2.call(p.request(p.LOAD, h2).i64(3).u32(1)
-                .u8(p.FILE_SNAPSHOT).i64(3).str(str(tmp_path / "3.snapshot"))).i64()
+    n = c2.load(h2, 3, [(p.FILE_SNAPSHOT, 3, str(tmp_path / "3.snapshot"))])
     assert n == 3 and c2.items(c2.begin(h2, 3, True)) == via_log == c.items(c.begin(h, 3, True))
 
 
@@ -128,7 +124,7 @@ def test_corrupt_files_name_the_file_and_version(svc, tmp_path, damage):
         path.unlink()
     c2, h2 = _store(svc, "other")
     with pytest.raises(WorkerError) as e:
-        c2.call(p.request(p.LOAD, h2).i64(1).u32(1).u8(p.FILE_CHANGELOG).i64(1).str(str(path)))
+        c2.load(h2, 1, [(p.FILE_CHANGELOG, 1, str(path))])
     assert e.value.error_class == "TTLSTATE_CORRUPT_FILE"
     assert str(path) in str(e.value) and "version 1" in str(e.value)
 

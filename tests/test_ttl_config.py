@@ -54,6 +54,7 @@ BAD_VALUES = {
     "cleanup.incremental.everyRecord": ("1", "true or false"),
     "cleanup.compactionFilter.enabled": ("on", "true or false"),
     "cleanup.compactionFilter.periodicCompaction": ("monthly", "duration"),
+    "cleanup.compactionFilter.safetyMargin": ("-1s", "duration"),
     "cleanup.fullSnapshot": ("maybe", "true or false"),
 }
 

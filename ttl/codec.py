@@ -25,3 +25,13 @@ def timestamp(stored: bytes) -> int:
     if len(stored) < TS_BYTES:
         raise ValueError(f"a TTL value needs {TS_BYTES} bytes of timestamp, got {len(stored)} bytes")
     return _TS.unpack_from(stored)[0]
+
+
+def migrate(stored: bytes, to_ttl: bool, restore_ts: int) -> bytes:
+    """Convert a stored value between the plain and the TTL layout (Flink 2.x migration).
+
+    A value gaining a TTL gets `restore_ts`; a value losing it drops its timestamp.
+    """
+    if to_ttl:
+        return encode(restore_ts, stored)
+    return decode(stored)[1]

@@ -6,7 +6,8 @@ Every setting is declared once in `SETTINGS` (short name, parser, default, doc).
 (`...ttlstate.operator.<operatorId>.store.<storeName>.<name>`); store beats operator beats
 global. Invalid values raise `InvalidConfError` with the key, the value and what is allowed.
 
-Not wired into the provider yet (the store does not apply TTL until the TTL issue lands).
+`provider/conf.py` accepts these keys next to its own; the store applies the resolved
+`TtlConfig` (`ttlstate.ttl.state`).
 """
 
 from __future__ import annotations
@@ -118,6 +119,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Drop expired entries during RocksDB compaction."),
     Setting("cleanup.compactionFilter.periodicCompaction", "periodic_compaction_ms",
             parse_duration, "30d", "Compact files older than this so cold data is cleaned too."),
+    Setting("cleanup.compactionFilter.safetyMargin", "compaction_margin_ms", parse_duration, "1h",
+            "RocksDB's TTL compaction drops an entry only when it is older than ttl + this margin "
+            "by the wall clock, so it never drops an entry the batch clock still sees as live "
+            "(the margin must exceed the longest batch, retries included)."),
     Setting("cleanup.fullSnapshot", "full_snapshot", _bool, "false",
             "Leave expired entries out whenever a full copy of the state is written."),
 )
@@ -146,11 +151,20 @@ class TtlConfig:
     incremental_every_record: bool = False
     compaction_filter: bool = True
     periodic_compaction_ms: int = 30 * 86_400_000
+    compaction_margin_ms: int = 3_600_000
     full_snapshot: bool = False
 
     @property
     def enabled(self) -> bool:
         return self.ttl_ms > 0 and self.update_type is not UpdateType.DISABLED
+
+    @property
+    def incremental_cleanup(self) -> bool:
+        return self.enabled and self.cleanup_in_background
+
+    @property
+    def compaction_cleanup(self) -> bool:
+        return self.enabled and self.cleanup_in_background and self.compaction_filter
 
     @staticmethod
     def new_builder(ttl: str | int) -> "TtlConfigBuilder":
@@ -200,8 +214,10 @@ class TtlConfigBuilder:
         self._set("cleanup.incremental.size", str(size))
         return self._set("cleanup.incremental.everyRecord", _render(bool(every_record)))
 
-    def cleanup_in_rocksdb_compact_filter(self, periodic_compaction: str | int = "30d") -> "TtlConfigBuilder":
+    def cleanup_in_rocksdb_compact_filter(self, periodic_compaction: str | int = "30d",
+                                          safety_margin: str | int = "1h") -> "TtlConfigBuilder":
         self._set("cleanup.compactionFilter.enabled", "true")
+        self._set("cleanup.compactionFilter.safetyMargin", safety_margin)
         return self._set("cleanup.compactionFilter.periodicCompaction", periodic_compaction)
 
     def cleanup_full_snapshot(self) -> "TtlConfigBuilder":

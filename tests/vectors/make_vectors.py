@@ -18,11 +18,11 @@ OUT = pathlib.Path(__file__).with_name("frames.tsv")
 
 def vectors():
     R = p.request
-    yield "hello", R(p.HELLO, 0).bytes(bytes.fromhex("00ff10")).u16(1)
-    yield "open", R(p.OPEN, 0).str("op=0,part=3,name=default").str("/tmp/é/x").str_pairs(
+    yield "hello", R(p.HELLO, 0).bytes(bytes.fromhex("00ff10")).u16(2)
+    yield "open", R(p.OPEN, 0).str("op=0,part=3,name=default").str("/tmp/é/x").i64(3).str("left-keyToNumValues").str_pairs(
         [("spark.sql.streaming.stateStore.ttlstate.writeBatchBytes", "1024")])
-    yield "load", R(p.LOAD, 7).i64(12).u32(2).u8(1).i64(10).str("/d/10.snapshot").u8(2).i64(11).str("/d/11.changelog")
-    yield "begin", R(p.BEGIN, 7).i64(-1 & 0x7FFFFFFFFFFFFFFF).u8(1)
+    yield "load", R(p.LOAD, 7).i64(12).i64(1700000000123).u32(2).u8(1).i64(10).str("/d/10.snapshot").u8(2).i64(11).str("/d/11.changelog")
+    yield "begin", R(p.BEGIN, 7).i64(-1 & 0x7FFFFFFFFFFFFFFF).u8(1).i64(-1)
     yield "write-batch", R(p.WRITE_BATCH, 9).u32(2).u8(1).bytes(b"k1").bytes(b"").u8(2).bytes(b"k2")
     yield "get", R(p.GET, 9).bytes(b"\x00\x01\xfe")
     yield "multi-get", R(p.MULTI_GET, 9).u32(2).bytes(b"a").bytes(b"")
@@ -35,11 +35,12 @@ def vectors():
     yield "snapshot", R(p.SNAPSHOT, 7).str("/l/5.snapshot")
     yield "close", R(p.CLOSE, 7).u8(1)
     yield "ping", R(p.PING, 0)
+    yield "maintain", R(p.MAINTAIN, 7)
     yield "bad-unknown-op", p.Writer().u8(0x7F).u32(0)
     yield "bad-truncated-bytes", R(p.GET, 1).u32(10).u8(1)
     yield "bad-trailing", R(p.PING, 0).u8(0)
     yield "bad-count-overrun", R(p.MULTI_GET, 1).u32(1000000)
-    yield "bad-bool", R(p.BEGIN, 1).i64(1).u8(2)
+    yield "bad-bool", R(p.BEGIN, 1).i64(1).u8(2).i64(0)
     yield "bad-record-kind", R(p.WRITE_BATCH, 1).u32(1).u8(3).bytes(b"k")
     yield "bad-utf8", R(p.SNAPSHOT, 1).bytes(b"\xff\xfe")
 

@@ -1,0 +1,288 @@
+"""TTL as the store applies it: real RocksDB and real state files, time stepped by hand.
+
+The batch clock is the `batch_ts` of each transaction (what the JVM reads from the offset
+log); ProcessingTime cases use a `ManualClock`. No sleeping, except where RocksDB's own
+wall-clock TTL filter is the subject.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ttlstate import statefile
+from ttlstate.protocol import FILE_CHANGELOG, FILE_SNAPSHOT
+from ttlstate.store import (METRIC_EXPIRED_BY_COMPACTION, METRIC_EXPIRED_INCREMENTAL,
+                            METRIC_EXPIRED_ON_READ, METRIC_TTL_MS, Store)
+from ttlstate.ttl import ManualClock
+from ttlstate.ttl.config import TtlConfig
+
+NO_BACKGROUND = dict(cleanup_in_background=False)
+
+
+def ttl(ms=1000, **kw) -> TtlConfig:
+    kw.setdefault("compaction_filter", False)
+    return TtlConfig(ttl_ms=ms, **kw)
+
+
+class Versions:
+    """Commits transactions of one store and remembers its files, for reloads."""
+
+    def __init__(self, tmp_path, config: TtlConfig, name="s", clock=None):
+        self.tmp = tmp_path
+        self.store = Store(name, str(tmp_path / name), config, clock)
+        self.files: list[tuple[int, int, str]] = []
+
+    def txn(self, batch_ts: int, read_only=False):
+        return self.store.begin(self.store.version, read_only, batch_ts)
+
+    def commit(self, txn):
+        v = self.store.version + 1
+        path = str(self.tmp / f"{self.store.store_id}-{v}.changelog")
+        n, _ = self.store.commit(txn, v, path)
+        self.files.append((FILE_CHANGELOG, v, path))
+        return n
+
+    def write(self, batch_ts: int, puts=(), removes=()):
+        t = self.txn(batch_ts)
+        for k in puts:
+            t.put(k, b"v-" + k)
+        for k in removes:
+            t.remove(k)
+        return self.commit(t)
+
+
+@pytest.fixture
+def mk(tmp_path):
+    made = []
+
+    def make(config, name="s", clock=None):
+        v = Versions(tmp_path, config, name, clock)
+        made.append(v.store)
+        return v
+    yield make
+    for s in made:
+        s.close(delete_files=True)
+
+
+def test_entry_expires_exactly_at_ts_plus_ttl(mk):
+    v = mk(ttl(1000, **NO_BACKGROUND))
+    v.write(10_000, puts=[b"a"])
+    assert v.txn(10_999, read_only=True).get(b"a") == b"v-a"
+    assert v.txn(11_000, read_only=True).get(b"a") is None
+
+
+def test_never_return_expired_hides_from_get_iterate_and_num_keys(mk):
+    v = mk(ttl(1000, **NO_BACKGROUND))
+    v.write(0, puts=[b"a", b"b"])
+    v.write(600, puts=[b"c"])
+    t = v.txn(1500, read_only=True)
+    assert t.get(b"a") is None and t.get(b"c") == b"v-c"
+    assert list(t.iterate(b"")) == [(b"c", b"v-c")]
+    assert t.num_keys == 1
+    assert v.txn(500, read_only=True).num_keys == 3
+
+
+def test_return_expired_if_not_cleaned_up_returns_once_then_cleans(mk):
+    v = mk(ttl(1000, state_visibility=_visibility("ReturnExpiredIfNotCleanedUp"), **NO_BACKGROUND))
+    v.write(0, puts=[b"a", b"b"])
+    reader = v.txn(5000, read_only=True)  # a read-only store cannot clean: keeps returning
+    assert reader.get(b"a") == b"v-a" and reader.get(b"a") == b"v-a"
+    assert reader.num_keys == 2
+    t = v.txn(5000)
+    assert t.get(b"a") == b"v-a"  # found expired: returned this once, and removed
+    assert t.get(b"a") is None
+    assert [k for k, _ in t.iterate(b"")] == [b"b"]  # b is returned by the scan and removed
+    assert list(t.iterate(b"")) == []
+    assert t.expired_on_read == 2
+    assert v.commit(t) == 0
+
+
+def test_cleanup_on_read_deletes_and_is_durable(mk):
+    v = mk(ttl(1000, **NO_BACKGROUND))
+    v.write(0, puts=[b"a", b"b"])
+    t = v.txn(2000)
+    assert t.get(b"a") is None
+    assert v.store.take_metrics(t, final=False)[0] == (METRIC_EXPIRED_ON_READ, 1)
+    v.commit(t)
+    assert v.store.num_keys == 1  # a is gone from RocksDB, b stays until someone looks
+    w = mk(ttl(1000, **NO_BACKGROUND), name="reloaded")
+    w.store.load(2, v.files, 2000)
+    assert w.store.num_keys == 1
+
+
+def test_on_read_and_write_refreshes_on_read_only_keys(mk):
+    cfg = TtlConfig(ttl_ms=1000, compaction_filter=False, cleanup_in_background=False,
+                    update_type=_update("OnReadAndWrite"))
+    v = mk(cfg)
+    v.write(0, puts=[b"read", b"idle"])
+    for now in (800, 1600, 2400):  # each read comes before the last access expires
+        t = v.txn(now)
+        assert t.get(b"read") == b"v-read"
+        v.commit(t)
+    t = v.txn(2400, read_only=True)
+    assert t.get(b"read") == b"v-read" and t.get(b"idle") is None
+    # OnCreateAndWrite: the same reads do not keep it alive
+    w = mk(ttl(1000, **NO_BACKGROUND), name="create")
+    w.write(0, puts=[b"read"])
+    t = w.txn(800)
+    assert t.get(b"read") == b"v-read"
+    w.commit(t)
+    assert w.txn(1600, read_only=True).get(b"read") is None
+
+
+def test_update_type_disabled_means_no_ttl(mk):
+    v = mk(TtlConfig(ttl_ms=1, update_type=_update("Disabled")))
+    v.write(0, puts=[b"a"])
+    assert v.txn(10**12, read_only=True).get(b"a") == b"v-a"
+    assert v.store.take_metrics(v.txn(5, read_only=True), final=False) == []
+
+
+def test_processing_time_reads_the_clock_at_each_access(mk):
+    clock = ManualClock(0)
+    v = mk(TtlConfig(ttl_ms=1000, compaction_filter=False, cleanup_in_background=False,
+                     time_characteristic=_time("ProcessingTime")), clock=clock)
+    t = v.txn(-1)
+    t.put(b"a", b"1")
+    clock.advance(999)
+    assert t.get(b"a") == b"1"
+    clock.advance(1)
+    assert t.get(b"a") is None  # same transaction, later access: expired
+
+
+def test_incremental_cleanup_removes_expired_entries_nobody_reads(mk):
+    v = mk(TtlConfig(ttl_ms=1000, compaction_filter=False, incremental_size=5))
+    v.write(0, puts=[b"old%04d" % i for i in range(3000)])
+    assert v.store.num_keys == 3000
+    t = v.txn(5000)
+    for i in range(300):  # 300 accesses x 5 entries: half of the expired entries
+        t.put(b"new%04d" % i, b"x")
+    v.commit(t)
+    removed = dict(v.store.take_metrics(t, final=False))[METRIC_EXPIRED_INCREMENTAL]
+    assert 1000 <= removed <= 1800
+    assert v.store.num_keys == 3000 + 300 - removed
+    # the cursor persists: the next transaction goes on where this one stopped
+    t = v.txn(5000)
+    for i in range(300, 600):
+        t.put(b"new%04d" % i, b"x")
+    v.commit(t)
+    assert v.store.num_keys == 600 + 3000 - removed - t.expired_incremental
+    assert t.expired_incremental > 1000 - 300
+
+
+def test_incremental_cleanup_skips_when_nothing_is_expired(mk):
+    v = mk(TtlConfig(ttl_ms=10_000, compaction_filter=False))
+    v.write(0, puts=[b"k%04d" % i for i in range(2000)])
+    t = v.txn(1000)
+    for i in range(1000):
+        t.get(b"k%04d" % i)
+    assert t.scanned == 0 and t.expired_incremental == 0
+
+
+def test_every_record_counts_iterated_entries_as_accesses(mk):
+    base = dict(ttl_ms=1000, compaction_filter=False, incremental_size=10)
+    v = mk(TtlConfig(**base, incremental_every_record=True), name="every")
+    w = mk(TtlConfig(**base), name="access")
+    for s in (v, w):
+        s.write(0, puts=[b"old%04d" % i for i in range(2000)])
+        s.write(1500, puts=[b"new%04d" % i for i in range(20)])  # 20 puts: 200 checked
+        t = s.txn(1500)
+        assert len(list(t.iterate(b"new"))) == 20  # 20 records: 200 more with everyRecord
+        s.commit(t)
+    assert (v.store.num_keys, w.store.num_keys) == (2020 - 400, 2020 - 200)
+
+
+def test_full_snapshot_leaves_expired_entries_out(mk, tmp_path):
+    for full in (False, True):
+        v = mk(TtlConfig(ttl_ms=1000, compaction_filter=False, cleanup_in_background=False,
+                         full_snapshot=full), name=f"full-{full}")
+        v.write(0, puts=[b"old%04d" % i for i in range(500)])
+        v.write(2000, puts=[b"new%04d" % i for i in range(100)])
+        path = str(tmp_path / f"snap-{full}")
+        version, size, count = v.store.snapshot(path)
+        assert count == (100 if full else 600)
+        w = mk(TtlConfig(ttl_ms=1000, compaction_filter=False), name=f"reload-{full}")
+        assert w.store.load(2, [(FILE_SNAPSHOT, 2, path)], 2000) == count
+        assert w.txn(2000, read_only=True).num_keys == 100
+
+
+def test_turning_ttl_on_migrates_with_the_restore_time(mk):
+    plain = mk(TtlConfig(), name="plain")
+    plain.write(-1, puts=[b"a", b"b"])
+    on = mk(ttl(1000, **NO_BACKGROUND), name="on")
+    assert on.store.load(1, plain.files, 50_000) == 2
+    assert on.store.migrated
+    t = on.txn(50_999, read_only=True)
+    assert t.get(b"a") == b"v-a" and t.num_keys == 2
+    assert on.txn(51_000, read_only=True).get(b"a") is None  # restore time + ttl
+    # a commit after a migration asks for a snapshot, so no later load replays old files
+    on.write(50_100, puts=[b"c"])
+    assert on.store.migrated
+    on.store.snapshot(str(on.tmp / "on-2.snapshot"))
+    assert not on.store.migrated
+
+
+def test_turning_ttl_off_strips_timestamps(mk):
+    with_ttl = mk(ttl(1000, **NO_BACKGROUND), name="ttl")
+    with_ttl.write(0, puts=[b"a"])
+    off = mk(TtlConfig(), name="off")
+    off.store.load(1, with_ttl.files, 10**9)
+    assert off.txn(-1, read_only=True).get(b"a") == b"v-a"  # not 8 bytes of timestamp + value
+
+
+def test_files_record_layout_clock_and_cursor(mk):
+    v = mk(TtlConfig(ttl_ms=1000, compaction_filter=False, incremental_size=5))
+    v.write(0, puts=[b"k%04d" % i for i in range(3000)])
+    v.write(7000, puts=[b"x"])
+    meta, records = statefile.read(v.files[-1][2], FILE_CHANGELOG, 2)
+    list(records)
+    assert meta.layout == statefile.LAYOUT_TTL and meta.batch_ts == 7000 and meta.cursor
+    w = mk(TtlConfig(ttl_ms=1000, compaction_filter=False), name="reload")
+    w.store.load(2, v.files, 7000)
+    assert (w.store.batch_ts, w.store.cursor) == (7000, meta.cursor)
+    assert w.store.num_keys == v.store.num_keys
+
+
+def test_compaction_filter_drops_expired_entries_in_maintenance(mk):
+    cfg = TtlConfig(ttl_ms=1000, compaction_margin_ms=0, periodic_compaction_ms=1,
+                    cleanup_in_background=True, incremental_size=1)
+    v = mk(cfg, clock=None)
+    now = int(time.time() * 1000)
+    v.write(now, puts=[b"k%04d" % i for i in range(1000)])
+    v.store.db.flush()
+    time.sleep(2.2)  # RocksDB's TTL filter works on its own wall-clock seconds
+    v.store.maintain()
+    assert v.store.num_keys == 0
+    t = v.txn(now + 3000)
+    metrics = dict(v.store.take_metrics(t, final=True))
+    assert metrics[METRIC_EXPIRED_BY_COMPACTION] == 1000 and metrics[METRIC_TTL_MS] == 1000
+
+
+def test_compaction_filter_keeps_entries_the_batch_clock_sees_live(mk):
+    """Batch 2 replays long after batch 1's wall time: the margin extends RocksDB's TTL."""
+    cfg = TtlConfig(ttl_ms=1000, compaction_margin_ms=0, periodic_compaction_ms=1)
+    v = mk(cfg)
+    old = int(time.time() * 1000) - 60_000  # the replayed batch is a minute old
+    v.write(old, puts=[b"k%04d" % i for i in range(100)])
+    w = mk(cfg, name="replay")
+    w.store.load(1, v.files, old + 500)  # RocksDB TTL = ttl + margin + 60 s of lag
+    w.store.db.flush()
+    time.sleep(1.5)
+    w.store.maintain()
+    assert w.txn(old + 500, read_only=True).num_keys == 100
+
+
+def _visibility(name):
+    from ttlstate.ttl.config import StateVisibility
+    return StateVisibility(name)
+
+
+def _update(name):
+    from ttlstate.ttl.config import UpdateType
+    return UpdateType(name)
+
+
+def _time(name):
+    from ttlstate.ttl.config import TimeCharacteristic
+    return TimeCharacteristic(name)
