@@ -25,6 +25,7 @@ final class RemoteTxn {
 
     private final WorkerConnection conn;
     private final long handle;
+    private final long batchTimestampMs;
     private final int writeBatchBytes;
     private final int chunkEntries;
     private final StoreMetrics metrics;
@@ -35,30 +36,38 @@ final class RemoteTxn {
     /** Told about iterators that stay open on the worker (the provider drains them on close). */
     java.util.function.Consumer<ChunkIterator> onIteratorOpened;
 
-    private RemoteTxn(WorkerConnection conn, long handle, int writeBatchBytes, int chunkEntries,
-                      StoreMetrics metrics) {
+    private RemoteTxn(WorkerConnection conn, long handle, long batchTimestampMs, int writeBatchBytes,
+                      int chunkEntries, StoreMetrics metrics) {
         this.conn = conn;
         this.handle = handle;
+        this.batchTimestampMs = batchTimestampMs;
         this.writeBatchBytes = writeBatchBytes;
         this.chunkEntries = chunkEntries;
         this.metrics = metrics;
     }
 
-    /** BEGIN a transaction on {@code storeHandle} at {@code version}. */
+    /** BEGIN a transaction on {@code storeHandle} at {@code version}, TTL time {@code batchTimestampMs}. */
     static RemoteTxn begin(WorkerConnection conn, long storeHandle, long version, boolean readOnly,
-                           int writeBatchBytes, int chunkEntries, StoreMetrics metrics) {
-        FrameReader r = conn.call(FrameWriter.request(Op.BEGIN, storeHandle).i64(version).bool(readOnly));
+                           long batchTimestampMs, int writeBatchBytes, int chunkEntries,
+                           StoreMetrics metrics) {
+        FrameReader r = conn.call(FrameWriter.request(Op.BEGIN, storeHandle)
+                .i64(version).bool(readOnly).i64(batchTimestampMs));
         metrics.roundTrip();
         long txn = checked(() -> {
             long h = r.u32();
             r.end();
             return h;
         });
-        return new RemoteTxn(conn, txn, writeBatchBytes, chunkEntries, metrics);
+        return new RemoteTxn(conn, txn, batchTimestampMs, writeBatchBytes, chunkEntries, metrics);
     }
 
     long handle() {
         return handle;
+    }
+
+    /** The batch timestamp the transaction was begun with (-1 if unknown). */
+    long batchTimestampMs() {
+        return batchTimestampMs;
     }
 
     boolean isEnded() {
@@ -123,19 +132,35 @@ final class RemoteTxn {
         return it;
     }
 
-    /** STATS after a flush: {numKeys, memoryUsedBytes}. */
+    /** STATS after a flush: {numKeys, memoryUsedBytes}; the worker's metrics go to {@link StoreMetrics}. */
     long[] stats() {
         flush();
         FrameReader r = call(FrameWriter.request(Op.STATS, handle));
         return checked(() -> {
             long[] out = {r.i64(), r.i64()};
+            metrics.readWorkerMetrics(r);
             r.end();
             return out;
         });
     }
 
-    /** COMMIT as {@code newVersion}, writing the changelog to {@code changelogPath}: {numKeys, fileBytes, memoryUsedBytes}. */
-    long[] commit(long newVersion, String changelogPath) {
+    /** What a COMMIT reply says besides the metrics (which go to the store's metrics). */
+    static final class Committed {
+        final long numKeys;
+        final long fileBytes;
+        final long memoryUsedBytes;
+        final boolean snapshotWanted;
+
+        Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted) {
+            this.numKeys = numKeys;
+            this.fileBytes = fileBytes;
+            this.memoryUsedBytes = memoryUsedBytes;
+            this.snapshotWanted = snapshotWanted;
+        }
+    }
+
+    /** COMMIT as {@code newVersion}, writing the changelog to {@code changelogPath}. */
+    Committed commit(long newVersion, String changelogPath) {
         flush();
         FrameReader r;
         try {
@@ -144,9 +169,10 @@ final class RemoteTxn {
             ended = true; // COMMIT ends the transaction, and a failed one leaves it unusable
         }
         return checked(() -> {
-            long[] out = {r.i64(), r.i64(), r.i64()};
+            Committed c = new Committed(r.i64(), r.i64(), r.i64(), r.bool());
+            metrics.readWorkerMetrics(r);
             r.end();
-            return out;
+            return c;
         });
     }
 

@@ -1,20 +1,32 @@
 package io.ttlstate.spark;
 
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.stream.Collectors;
 
+import io.ttlstate.spark.protocol.FrameReader;
+import io.ttlstate.spark.protocol.ProtocolException;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSumMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomTimingMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreInstanceMetric;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The provider's custom metrics (declared statically, so {@code supportedCustomMetrics} works on
- * an uninitialised provider) and the counters of one store version.
+ * an uninitialised provider) and the counters of one store version: the JVM's own, and the
+ * worker's ({@link #WORKER}) as the latest STATS or COMMIT reply of the version gave them.
  */
 @SuppressWarnings("unchecked")
 final class StoreMetrics {
+    private static final Logger LOG = LoggerFactory.getLogger(StoreMetrics.class);
+
     static final StateStoreCustomMetric COMMIT_MS = new StateStoreCustomTimingMetric(
             "ttlstateCommitMs", "ttlstate: time to commit a version (flush, changelog, upload)");
     static final StateStoreCustomMetric LOAD_MS = new StateStoreCustomTimingMetric(
@@ -30,8 +42,27 @@ final class StoreMetrics {
     static final StateStoreCustomMetric ROUND_TRIPS = new StateStoreCustomSumMetric(
             "ttlstateRoundTrips", "ttlstate: synchronous requests to the store worker");
 
+    static final StateStoreCustomMetric EXPIRED_ON_READ = new StateStoreCustomSumMetric(
+            "ttlstateExpiredOnRead", "ttlstate: expired entries found by a read and removed");
+    static final StateStoreCustomMetric EXPIRED_INCREMENTAL = new StateStoreCustomSumMetric(
+            "ttlstateExpiredIncremental", "ttlstate: expired entries removed by the incremental cleanup");
+    static final StateStoreCustomMetric EXPIRED_BY_COMPACTION = new StateStoreCustomSumMetric(
+            "ttlstateExpiredByCompaction",
+            "ttlstate: expired entries dropped by RocksDB's TTL compaction filter");
+    /** The same setting in every store, so the maximum, not the sum, over stores and tasks. */
+    static final MaxMetric TTL_MS = new MaxMetric("ttlstateTtlMs", "ttlstate: state TTL in force (ms)");
+
+    /** The metrics the worker reports by name in STATS and COMMIT replies. */
+    static final List<StateStoreCustomMetric> WORKER = List.of(
+            EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS);
+    private static final Map<String, Integer> WORKER_INDEX = WORKER.stream().collect(
+            Collectors.toMap(StateStoreCustomMetric::name, WORKER::indexOf));
+    /** Undeclared names the worker sent, each logged once. */
+    private static final Set<String> UNKNOWN_LOGGED = ConcurrentHashMap.newKeySet();
+
     static final List<StateStoreCustomMetric> ALL = List.of(
-            COMMIT_MS, LOAD_MS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS);
+            COMMIT_MS, LOAD_MS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
+            EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS);
 
     final AtomicLong commitMs = new AtomicLong();
     final AtomicLong loadMs = new AtomicLong();
@@ -40,6 +71,9 @@ final class StoreMetrics {
     final AtomicLong uploadedFiles = new AtomicLong();
     final AtomicLong downloadedBytes = new AtomicLong();
     final AtomicLong roundTrips = new AtomicLong();
+    private final AtomicLongArray worker = new AtomicLongArray(WORKER.size());
+    /** This store's own key for {@link #TTL_MS} (see {@link MaxMetric}). */
+    private final StateStoreCustomMetric ttlMsKey = TTL_MS.forStore();
 
     void roundTrip() {
         roundTrips.incrementAndGet();
@@ -48,6 +82,27 @@ final class StoreMetrics {
     void uploaded(long bytes) {
         uploadedBytes.addAndGet(bytes);
         uploadedFiles.incrementAndGet();
+    }
+
+    /**
+     * Reads a reply's {@code metrics} list; its declared metrics replace the worker values
+     * (absent ones become 0), undeclared names are ignored.
+     */
+    void readWorkerMetrics(FrameReader r) throws ProtocolException {
+        long[] values = new long[WORKER.size()];
+        for (int i = 0, n = r.count(12); i < n; i++) {
+            String name = r.str();
+            long value = r.i64();
+            Integer index = WORKER_INDEX.get(name);
+            if (index != null) {
+                values[index] = value;
+            } else if (UNKNOWN_LOGGED.add(name)) {
+                LOG.debug("Ignoring metric {} from the ttlstate worker (not declared by the JVM)", name);
+            }
+        }
+        for (int i = 0; i < values.length; i++) {
+            worker.set(i, values[i]);
+        }
     }
 
     /** The counters as Spark's {@code customMetrics} map (boxed Longs). */
@@ -60,6 +115,10 @@ final class StoreMetrics {
         m = m.updated(UPLOADED_FILES, (Object) uploadedFiles.get());
         m = m.updated(DOWNLOADED_BYTES, (Object) downloadedBytes.get());
         m = m.updated(ROUND_TRIPS, (Object) roundTrips.get());
+        for (int i = 0; i < WORKER.size(); i++) {
+            StateStoreCustomMetric key = WORKER.get(i) == TTL_MS ? ttlMsKey : WORKER.get(i);
+            m = m.updated(key, (Object) worker.get(i));
+        }
         return m;
     }
 

@@ -192,7 +192,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                     "getStore", "Internal Error: " + PROVIDER_NAME + " doesn't support loadEmpty"));
         }
         StoreMetrics metrics = new StoreMetrics();
-        RemoteTxn txn = prepare(version, false, metrics);
+        RemoteTxn txn = prepare(version, false, batchTimestampMs(version), metrics);
         LOG.debug("Opened write store of version {} for {}", version, this);
         return new TtlWriteStore(this, version, txn, new KeyCodec(keySchema, numPrefixCols), metrics,
                 valueSchema.length(), forceSnapshotOnCommit);
@@ -202,25 +202,34 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     public ReadStateStore getReadStore(long version, Option<String> uniqueId) {
         checkGetStore(version, uniqueId);
         StoreMetrics metrics = new StoreMetrics();
-        RemoteTxn txn = prepare(version, true, metrics);
+        RemoteTxn txn = prepare(version, true, batchTimestampMs(version), metrics);
         return new TtlReadStore(this, version, txn, new KeyCodec(keySchema, numPrefixCols), metrics,
                 valueSchema.length());
     }
 
-    /** Connects and opens the store if needed, loads {@code version} unless it is loaded, and BEGINs. */
-    private synchronized RemoteTxn prepare(long version, boolean readOnly, StoreMetrics metrics) {
+    /** The TTL clock of the batch that uses {@code version} (read outside the provider's monitor). */
+    private long batchTimestampMs(long version) {
         if (stateStoreId == null) {
             throw new IllegalStateException(PROVIDER_NAME + " was not initialised");
         }
+        return BatchClock.batchTimestampMs(stateStoreId.checkpointRootLocation(), version, hadoopConf);
+    }
+
+    /**
+     * Connects and opens the store if needed, loads {@code version} unless it is loaded, and
+     * BEGINs; {@code batchTimestampMs} goes with both.
+     */
+    private synchronized RemoteTxn prepare(long version, boolean readOnly, long batchTimestampMs,
+                                           StoreMetrics metrics) {
         closed = false;
         for (int attempt = 0; ; attempt++) {
             try {
                 ensureOpen(metrics);
                 if (loadedVersion != version) {
-                    load(version, metrics);
+                    load(version, batchTimestampMs, metrics);
                 }
-                RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, readOnly, writeBatchBytes,
-                        iteratorChunkEntries, metrics);
+                RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, readOnly, batchTimestampMs,
+                        writeBatchBytes, iteratorChunkEntries, metrics);
                 txn.onIteratorOpened = this::trackIterator;
                 return txn;
             } catch (UncheckedIOException e) {
@@ -252,6 +261,8 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 .str(String.format("op=%d,part=%d,name=%s", stateStoreId.operatorId(),
                         stateStoreId.partitionId(), stateStoreId.storeName()))
                 .str(dir.toString())
+                .i64(stateStoreId.operatorId())
+                .str(stateStoreId.storeName())
                 .u32(ttlConfs.size());
         ttlConfs.forEach((k, v) -> w.str(k).str(v));
         FrameReader r;
@@ -312,7 +323,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     }
 
     /** Rebuilds the worker's database at {@code version} from the checkpoint. */
-    private void load(long version, StoreMetrics metrics) {
+    private void load(long version, long batchTimestampMs, StoreMetrics metrics) {
         long start = System.nanoTime();
         loadedVersion = -1;
         CheckpointFiles.LoadPlan plan;
@@ -324,7 +335,8 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         Path downloads = localDir.resolve(DOWNLOAD_DIR);
         List<Path> local = new ArrayList<>();
         try {
-            FrameWriter w = FrameWriter.request(Op.LOAD, storeHandle).i64(version).u32(plan.files.size());
+            FrameWriter w = FrameWriter.request(Op.LOAD, storeHandle)
+                    .i64(version).i64(batchTimestampMs).u32(plan.files.size());
             for (int i = 0; i < plan.files.size(); i++) {
                 boolean snapshot = plan.isSnapshot.get(i);
                 Path dst = downloads.resolve(plan.files.get(i).getPath().getName());
@@ -358,16 +370,17 @@ public class TtlStateStoreProvider implements StateStoreProvider {
 
     /**
      * Commits {@code store}'s transaction as {@code version + 1}: COMMIT to a local changelog,
-     * upload it, drop a stale snapshot of that version, optionally snapshot. Returns
-     * {numKeys, fileBytes, memoryUsedBytes}. On failure the local version is forgotten, so the
-     * next getStore reloads from the checkpoint.
+     * upload it, drop a stale snapshot of that version, and snapshot it at once if
+     * {@code forceSnapshot} or the worker wants it. On failure the local version is forgotten,
+     * so the next getStore reloads from the checkpoint.
      */
-    synchronized long[] commitStore(TtlWriteStore store, boolean forceSnapshot) throws IOException {
+    synchronized RemoteTxn.Committed commitStore(TtlWriteStore store, boolean forceSnapshot)
+            throws IOException {
         long newVersion = store.version() + 1;
         Path changelog = tmpFile(newVersion + ".changelog");
         try {
             long t0 = System.nanoTime();
-            long[] r = store.txn().commit(newVersion, changelog.toString());
+            RemoteTxn.Committed r = store.txn().commit(newVersion, changelog.toString());
             loadedVersion = -1; // until the upload succeeded
             long t1 = System.nanoTime();
             store.metrics.uploaded(files.upload(changelog, newVersion, CheckpointFiles.CHANGELOG));
@@ -380,7 +393,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 lastSnapshotVersion = 0; // unknown now; the next snapshot maintenance decides
             }
             loadedVersion = newVersion;
-            if (forceSnapshot) {
+            if (forceSnapshot || r.snapshotWanted) {
                 long start = System.nanoTime();
                 writeSnapshot(store.metrics);
                 store.metrics.snapshotMs.addAndGet((System.nanoTime() - start) / 1_000_000);
@@ -398,13 +411,13 @@ public class TtlStateStoreProvider implements StateStoreProvider {
      * A read-only transaction on committed version {@code version}, for reads a write store
      * makes after its commit. Fails if the worker's database moved on to another version.
      */
-    synchronized RemoteTxn beginCommittedRead(long version, StoreMetrics metrics) {
+    synchronized RemoteTxn beginCommittedRead(long version, long batchTimestampMs, StoreMetrics metrics) {
         if (conn == null || conn.isBroken() || loadedVersion != version) {
             throw new IllegalStateException("Version " + version + " of " + this
                     + " is no longer the loaded version; read it through getStore(" + version + ")");
         }
-        RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, true, writeBatchBytes,
-                iteratorChunkEntries, metrics);
+        RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, true, batchTimestampMs,
+                writeBatchBytes, iteratorChunkEntries, metrics);
         txn.onIteratorOpened = this::trackIterator;
         return txn;
     }
@@ -480,12 +493,18 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         }
     }
 
-    /** Deletes checkpoint files not needed to recover the last {@code minVersionsToRetain} versions. */
+    /**
+     * MAINTAINs the loaded store on its worker (expired-entry compaction), then deletes
+     * checkpoint files not needed to recover the last {@code minVersionsToRetain} versions.
+     * MAINTAIN is here, not only in {@link #doMaintenance}, because Spark 4.3's periodic
+     * maintenance calls the split methods; doMaintenance runs only with unloadOnCommit.
+     */
     @Override
     public void doCleanupMaintenance() {
         if (stateStoreId == null) {
             return;
         }
+        maintainStore();
         try {
             files.cleanup(storeConf.minVersionsToRetain());
         } catch (IOException | RuntimeException e) {
@@ -499,6 +518,22 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                         : (RuntimeException) e;
             }
             LOG.warn("Cleanup maintenance of {} failed (nothing loaded; ignored)", this, e);
+        }
+    }
+
+    /** Sends MAINTAIN if the store is open and loaded; a failure is logged, never thrown. */
+    private synchronized void maintainStore() {
+        if (closed || conn == null || conn.isBroken() || loadedVersion < 0) {
+            return;
+        }
+        try {
+            FrameReader r = conn.call(FrameWriter.request(Op.MAINTAIN, storeHandle));
+            RemoteTxn.checked(() -> {
+                r.end();
+                return null;
+            });
+        } catch (RuntimeException e) {
+            LOG.warn("Store maintenance (MAINTAIN) of {} on its worker failed (ignored)", stateStoreId, e);
         }
     }
 

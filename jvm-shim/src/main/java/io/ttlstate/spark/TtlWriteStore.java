@@ -63,9 +63,9 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
         long start = System.nanoTime();
         long newVersion;
         try {
-            long[] r = provider.commitStore(this, forceSnapshotOnCommit);
-            committedNumKeys = r[0];
-            committedMemoryBytes = r[2];
+            RemoteTxn.Committed r = provider.commitStore(this, forceSnapshotOnCommit);
+            committedNumKeys = r.numKeys;
+            committedMemoryBytes = r.memoryUsedBytes;
             newVersion = version + 1;
         } catch (Throwable e) {
             state = State.ABORTED;
@@ -107,7 +107,7 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
             return super.get(key, colFamilyName);
         }
         checkDefaultColFamily(colFamilyName);
-        RemoteTxn read = provider.beginCommittedRead(version + 1, metrics);
+        RemoteTxn read = provider.beginCommittedRead(version + 1, txn.batchTimestampMs(), metrics);
         try {
             return toValueRow(read.get(codec.encodeKey(key)));
         } finally {
@@ -121,7 +121,7 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
             return super.iterator(colFamilyName);
         }
         checkDefaultColFamily(colFamilyName);
-        RemoteTxn read = provider.beginCommittedRead(version + 1, metrics);
+        RemoteTxn read = provider.beginCommittedRead(version + 1, txn.batchTimestampMs(), metrics);
         ChunkIterator it;
         try {
             it = read.iterate(new byte[0], codec, numValueFields);

@@ -4,7 +4,7 @@ package io.ttlstate.spark.protocol;
 public final class Op {
     private Op() {}
 
-    public static final int PROTOCOL_VERSION = 1;
+    public static final int PROTOCOL_VERSION = 2;
     /** Largest frame body either side accepts. */
     public static final int MAX_FRAME = 64 * 1024 * 1024;
 
@@ -24,6 +24,7 @@ public final class Op {
     public static final int SNAPSHOT = 0x0E;
     public static final int CLOSE = 0x0F;
     public static final int PING = 0x10;
+    public static final int MAINTAIN = 0x11;
 
     public static final int STATUS_OK = 0;
     public static final int STATUS_ERROR = 1;
@@ -36,7 +37,7 @@ public final class Op {
 
     private static final String[] NAMES = {
         null, "HELLO", "OPEN", "LOAD", "BEGIN", "WRITE_BATCH", "GET", "MULTI_GET", "ITER_OPEN",
-        "ITER_NEXT", "ITER_CLOSE", "STATS", "COMMIT", "ABORT", "SNAPSHOT", "CLOSE", "PING"
+        "ITER_NEXT", "ITER_CLOSE", "STATS", "COMMIT", "ABORT", "SNAPSHOT", "CLOSE", "PING", "MAINTAIN"
     };
 
     /** The name of an op code, or null if the code is unknown. */

@@ -77,6 +77,8 @@ public final class VectorCheck {
             case Op.OPEN: {
                 f.put("storeId", r.str());
                 f.put("localDir", r.str());
+                f.put("operatorId", r.i64());
+                f.put("storeName", r.str());
                 List<Object> conf = new ArrayList<>();
                 for (int i = 0, n = r.count(8); i < n; i++) {
                     conf.add(List.of(r.str(), r.str()));
@@ -86,6 +88,7 @@ public final class VectorCheck {
             }
             case Op.LOAD: {
                 f.put("version", r.i64());
+                f.put("batchTimestampMs", r.i64());
                 List<Object> files = new ArrayList<>();
                 for (int i = 0, n = r.count(13); i < n; i++) {
                     long kind = r.u8();
@@ -98,6 +101,7 @@ public final class VectorCheck {
             case Op.BEGIN:
                 f.put("version", r.i64());
                 f.put("readOnly", r.bool());
+                f.put("batchTimestampMs", r.i64());
                 break;
             case Op.WRITE_BATCH: {
                 List<Object> records = new ArrayList<>();
@@ -148,7 +152,7 @@ public final class VectorCheck {
                 f.put("deleteFiles", r.bool());
                 break;
             default:
-                break; // ITER_CLOSE, STATS, ABORT, PING: empty payload
+                break; // ITER_CLOSE, STATS, ABORT, PING, MAINTAIN: empty payload
         }
         r.end();
         return f;
