@@ -65,6 +65,7 @@ def _options(statistics: bool) -> Options:
 
 _DROPPED_BY_FILTER = re.compile(r"rocksdb\.compaction\.key\.drop\.user COUNT : (\d+)")
 _INCREMENTAL_BATCH = 1024  # incremental-cleanup work is done in steps of this many entries
+_HINT_REFRESH_MS = 1000  # ProcessingTime: recount expired entries at most once a second
 METRIC_EXPIRED_ON_READ = "ttlstateExpiredOnRead"
 METRIC_EXPIRED_INCREMENTAL = "ttlstateExpiredIncremental"
 METRIC_EXPIRED_BY_COMPACTION = "ttlstateExpiredByCompaction"
@@ -357,6 +358,8 @@ class Txn:
         self.cleanup_step = ttl.incremental_size
         self.every_record = ttl.incremental_every_record
         self.debt = 0  # entries the incremental cleanup owes
+        self._hint_now: int | None = None  # when the expired entries were last counted
+        self._hint_expired = 0  # expired entries left to find, as last counted
         self.scanned = 0  # entries it checked in this transaction (at most one pass)
 
     def end(self):
@@ -509,8 +512,12 @@ class Txn:
         if budget <= 0:
             return
         now = self.now()
-        if not store.hist.expired_count(self.ttl_ms, now, self.hist_delta):
+        if self._hint_now is None or now - self._hint_now >= _HINT_REFRESH_MS:
+            self._hint_now = now  # the histogram pass costs O(timestamps): not per step
+            self._hint_expired = store.hist.expired_count(self.ttl_ms, now, self.hist_delta)
+        if self._hint_expired <= 0:
             return
+        found = self.expired_incremental
         it = store.db.iter()
         if self.cursor:
             it.seek(self.cursor)
@@ -540,6 +547,7 @@ class Txn:
             it.next()
         self.cursor = key if it.valid() else b""
         del it
+        self._hint_expired -= self.expired_incremental - found
 
 
 class _Counted:

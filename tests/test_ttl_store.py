@@ -194,6 +194,7 @@ def test_every_record_counts_iterated_entries_as_accesses(mk):
 
 
 def test_full_snapshot_leaves_expired_entries_out(mk, tmp_path):
+    sizes = {}
     for full in (False, True):
         v = mk(TtlConfig(ttl_ms=1000, compaction_filter=False, cleanup_in_background=False,
                          full_snapshot=full), name=f"full-{full}")
@@ -202,9 +203,11 @@ def test_full_snapshot_leaves_expired_entries_out(mk, tmp_path):
         path = str(tmp_path / f"snap-{full}")
         version, size, count = v.store.snapshot(path)
         assert count == (100 if full else 600)
+        sizes[full] = size
         w = mk(TtlConfig(ttl_ms=1000, compaction_filter=False), name=f"reload-{full}")
         assert w.store.load(2, [(FILE_SNAPSHOT, 2, path)], 2000) == count
         assert w.txn(2000, read_only=True).num_keys == 100
+    assert sizes[True] < sizes[False] / 2
 
 
 def test_turning_ttl_on_migrates_with_the_restore_time(mk):
@@ -251,9 +254,12 @@ def test_compaction_filter_drops_expired_entries_in_maintenance(mk):
     now = int(time.time() * 1000)
     v.write(now, puts=[b"k%04d" % i for i in range(1000)])
     v.store.db.flush()
+    sst_bytes = sum(f["size"] for f in v.store.db.live_files())
+    assert sst_bytes > 10_000
     time.sleep(2.2)  # RocksDB's TTL filter works on its own wall-clock seconds
     v.store.maintain()
     assert v.store.num_keys == 0
+    assert sum(f["size"] for f in v.store.db.live_files()) < sst_bytes // 10
     t = v.txn(now + 3000)
     metrics = dict(v.store.take_metrics(t, final=True))
     assert metrics[METRIC_EXPIRED_BY_COMPACTION] == 1000 and metrics[METRIC_TTL_MS] == 1000
