@@ -2,7 +2,7 @@
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JAR := provider/jars/ttlstate-shim.jar
-JAVA_SOURCES := $(shell find jvm-shim/src -name '*.java' 2>/dev/null) build.gradle
+JAVA_SOURCES := $(shell find jvm-shim/src -name '*.java' 2>/dev/null) build.gradle $(shell find jvm-shim/src -name "*.scala")
 
 .PHONY: setup deps jar demo test test-quick clean
 

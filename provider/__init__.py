@@ -43,7 +43,9 @@ def configure(builder):
     Appends the shim jar to `spark.jars` and `spark.driver.extraClassPath` (keeping
     what is already set), selects the provider class, and pins the Python that runs the
     store service to this interpreter unless `spark.pyspark.python` or `PYSPARK_PYTHON`
-    already choose one.
+    already choose one. It also turns on Spark's
+    `spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled` (unless set),
+    which TTL on stream-stream join state needs.
     """
     jar = jar_path()
     options = builder._options  # the builder's pending confs (pyspark keeps them here)
@@ -51,6 +53,9 @@ def configure(builder):
     builder.config("spark.driver.extraClassPath",
                    _append_path_list(options.get("spark.driver.extraClassPath"), jar, os.pathsep))
     builder.config(PROVIDER_CLASS_KEY, PROVIDER_CLASS)
+    from .conf import SKIP_NULLS_KEY
+    if SKIP_NULLS_KEY not in options:  # lets TTL expire rows of stream-stream joins (conf.py)
+        builder.config(SKIP_NULLS_KEY, "true")
     if "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
         builder.config("spark.pyspark.python", sys.executable)
     return builder

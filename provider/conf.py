@@ -94,6 +94,25 @@ def resolve(confs: Mapping[str, str], scope: str) -> dict[str, Any]:
     return out
 
 
+SKIP_NULLS_KEY = "spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled"
+JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue",
+               "right-keyToNumValues", "right-keyWithIndexToValue")
+
+
 def ttl_settings(confs: Mapping[str, str], operator: int, store: str) -> "ttl_config.TtlConfig":
-    """The TTL settings in force for one store (store > operator > global > default)."""
-    return ttl_config.resolve(confs, operator, store)
+    """The TTL settings in force for one store (store > operator > global > default).
+
+    A stream-stream join keeps a count per key in one store and the rows in another; a row
+    that expires leaves a hole the count still covers, which Spark's join skips only with
+    `SKIP_NULLS_KEY` on (the JVM passes its value), so TTL on join state requires it.
+    """
+    ttl = ttl_config.resolve(confs, operator, store)
+    if ttl.enabled and store in JOIN_STORES and confs.get(SKIP_NULLS_KEY, "false") != "true":
+        key = next((k for k in (f"{PREFIX}operator.{operator}.store.{store}.ttl",
+                                f"{PREFIX}operator.{operator}.ttl", f"{PREFIX}ttl") if k in confs), PREFIX + "ttl")
+        raise InvalidConfError(
+            key, confs.get(key, ""),
+            f"TTL on the state of a stream-stream join (operator {operator}, store {store}) "
+            f"needs {SKIP_NULLS_KEY}=true, so the join skips rows that expired; set it, or "
+            f"turn TTL off for this operator ({PREFIX}operator.{operator}.ttl=0)")
+    return ttl

@@ -166,3 +166,14 @@ def test_toml_profile_errors_name_the_key(tmp_path):
     empty.write_text("[other]\n")
     with pytest.raises(InvalidConfError, match="profiles"):
         load_profiles(str(empty))
+
+
+def test_ttl_on_join_state_needs_spark_to_skip_expired_rows():
+    from ttlstate import conf
+    ttl = {PREFIX + "operator.2.ttl": "1s"}
+    with pytest.raises(InvalidConfError) as e:
+        conf.ttl_settings(ttl, 2, "left-keyWithIndexToValue")
+    assert PREFIX + "operator.2.ttl" in str(e.value) and conf.SKIP_NULLS_KEY + "=true" in str(e.value)
+    assert conf.ttl_settings({**ttl, conf.SKIP_NULLS_KEY: "true"}, 2, "left-keyWithIndexToValue").ttl_ms == 1000
+    assert conf.ttl_settings(ttl, 2, "default").ttl_ms == 1000  # not a join store
+    assert conf.ttl_settings(ttl, 1, "left-keyWithIndexToValue").ttl_ms == 0  # no TTL there

@@ -9,6 +9,7 @@ from jvm_state import JvmState, new_root
 import pytest
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
+SKIP_NULLS = "spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled"
 
 
 @pytest.fixture
@@ -69,8 +70,14 @@ def test_batch_clock_expires_hides_and_cleans(js, tmp_path):
 
 def test_store_override_beats_operator_and_global(js, tmp_path):
     root = new_root(tmp_path / "ckpt")
-    conf = js.store_conf(**{PREFIX + "ttl": "1h", PREFIX + "operator.3.ttl": "2s",
-                            PREFIX + "operator.3.store.left-keyToNumValues.ttl": "1s"})
+    confs = {PREFIX + "ttl": "1h", PREFIX + "operator.3.ttl": "2s",
+             PREFIX + "operator.3.store.left-keyToNumValues.ttl": "1s"}
+    refused = js.provider(root, op=3, store_name="left-keyToNumValues", conf=js.store_conf(**confs))
+    with pytest.raises(Exception) as e:  # join state with TTL needs Spark to skip expired rows
+        js.get_store(refused, 0)
+    assert "skipNullsForStreamStreamJoins.enabled=true" in str(e.value)
+    refused.close()
+    conf = js.store_conf(**confs, **{SKIP_NULLS: "true"})
     offsets(root, 0, 0)
     offsets(root, 1, 1_500)
     seen = {}

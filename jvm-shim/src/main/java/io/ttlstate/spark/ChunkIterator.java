@@ -2,6 +2,7 @@ package io.ttlstate.spark;
 
 import java.io.Closeable;
 import java.util.NoSuchElementException;
+import java.util.function.Supplier;
 
 import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.FrameWriter;
@@ -10,13 +11,20 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
 
 /**
- * Iterates a worker-side iterator chunk by chunk (ITER_OPEN gave the first chunk, ITER_NEXT
+ * Iterates a worker-side iterator chunk by chunk (ITER_OPEN gives the first chunk, ITER_NEXT
  * fetches the rest, ITER_CLOSE frees it when closed early). Yields one reused
  * {@link UnsafeRowPair}; callers copy rows they keep.
+ *
+ * <p>ITER_OPEN is sent when the iterator is first used, not when it is created: Spark creates
+ * iterators it never reads (deduplication's eviction iterator without a watermark), and the
+ * worker reads a whole chunk at ITER_OPEN, which with TTL removes the expired entries in it.
+ * The iterator sees the transaction as it is when opened.
  */
 final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPair> implements Closeable {
     private final WorkerConnection conn;
-    private final long iterHandle;
+    /** Sends ITER_OPEN and returns the reply positioned at the iterator handle; null once opened. */
+    private Supplier<FrameReader> opener;
+    private long iterHandle;
     private final int chunkEntries;
     private final KeyCodec codec;
     private final StoreMetrics metrics;
@@ -30,17 +38,26 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     private boolean closed;
     private Runnable onEnd;
 
-    /** {@code first} is positioned at the first chunk's {@code u8 last} field. */
-    ChunkIterator(WorkerConnection conn, long iterHandle, FrameReader first, int chunkEntries,
+    ChunkIterator(WorkerConnection conn, Supplier<FrameReader> opener, int chunkEntries,
                   KeyCodec codec, int numValueFields, StoreMetrics metrics) {
         this.conn = conn;
-        this.iterHandle = iterHandle;
+        this.opener = opener;
         this.chunkEntries = chunkEntries;
         this.codec = codec;
         this.metrics = metrics;
         this.keyRow = codec.newKeyRow();
         this.valueRow = new UnsafeRow(numValueFields);
-        readChunk(first);
+    }
+
+    /** Opens the worker's iterator and reads the first chunk, unless done already or closed. */
+    private void ensureOpened() {
+        if (opener == null || closed) {
+            return;
+        }
+        FrameReader r = opener.get();
+        opener = null;
+        iterHandle = RemoteTxn.checked(r::u32);
+        readChunk(r);
     }
 
     private void readChunk(FrameReader r) {
@@ -80,6 +97,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
 
     @Override
     public synchronized boolean hasNext() {
+        ensureOpened();
         while (idx >= keys.length && !last && !closed) {
             metrics.roundTrip();
             readChunk(conn.call(FrameWriter.request(Op.ITER_NEXT, iterHandle).u32(chunkEntries)));
@@ -87,9 +105,9 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         return idx < keys.length;
     }
 
-    /** Whether the worker still holds this iterator (more chunks to fetch). */
-    synchronized boolean isOpenOnWorker() {
-        return !last && !closed;
+    /** Whether iterating on needs the worker (not opened yet, or more chunks to fetch). */
+    synchronized boolean needsWorker() {
+        return !closed && (opener != null || !last);
     }
 
     /**
@@ -97,9 +115,10 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
      * on the worker (the provider calls this from {@code close()}).
      */
     synchronized void drain() {
-        if (!isOpenOnWorker()) {
+        if (!needsWorker()) {
             return;
         }
+        ensureOpened();
         java.util.List<byte[]> ks = new java.util.ArrayList<>();
         java.util.List<byte[]> vs = new java.util.ArrayList<>();
         for (int i = idx; i < keys.length; i++) {
@@ -132,7 +151,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         return pair.withRows(keyRow, valueRow);
     }
 
-    /** Frees the worker's iterator if it was not exhausted; idempotent. */
+    /** Frees the worker's iterator if it was opened and not exhausted; idempotent. */
     @Override
     public synchronized void close() {
         if (closed) {
@@ -141,7 +160,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         closed = true;
         keys = new byte[0][];
         values = new byte[0][];
-        if (!last && iterHandle != 0 && !conn.isBroken()) {
+        if (opener == null && !last && iterHandle != 0 && !conn.isBroken()) {
             try {
                 metrics.roundTrip();
                 conn.call(FrameWriter.request(Op.ITER_CLOSE, iterHandle));

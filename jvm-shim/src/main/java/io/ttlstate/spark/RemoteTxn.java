@@ -33,8 +33,8 @@ final class RemoteTxn {
     private FrameWriter batch;
     private int batchCount;
     private boolean ended;
-    /** Told about iterators that stay open on the worker (the provider drains them on close). */
-    java.util.function.Consumer<ChunkIterator> onIteratorOpened;
+    /** Told about every iterator (the provider drains those still needing the worker on close). */
+    java.util.function.Consumer<ChunkIterator> onIteratorCreated;
 
     private RemoteTxn(WorkerConnection conn, long handle, long batchTimestampMs, int writeBatchBytes,
                       int chunkEntries, StoreMetrics metrics) {
@@ -120,14 +120,17 @@ final class RemoteTxn {
         conn.send(b);
     }
 
-    /** Opens an iterator over the keys starting with {@code prefix} (all keys if empty). */
+    /**
+     * An iterator over the keys starting with {@code prefix} (all keys if empty), opened on the
+     * worker (after a flush) when first used; see {@link ChunkIterator}.
+     */
     ChunkIterator iterate(byte[] prefix, KeyCodec codec, int numValueFields) {
-        flush();
-        FrameReader r = call(FrameWriter.request(Op.ITER_OPEN, handle).bytes(prefix).u32(chunkEntries));
-        long iterHandle = checked(r::u32);
-        ChunkIterator it = new ChunkIterator(conn, iterHandle, r, chunkEntries, codec, numValueFields, metrics);
-        if (it.isOpenOnWorker() && onIteratorOpened != null) {
-            onIteratorOpened.accept(it);
+        ChunkIterator it = new ChunkIterator(conn, () -> {
+            flush();
+            return call(FrameWriter.request(Op.ITER_OPEN, handle).bytes(prefix).u32(chunkEntries));
+        }, chunkEntries, codec, numValueFields, metrics);
+        if (onIteratorCreated != null) {
+            onIteratorCreated.accept(it);
         }
         return it;
     }
@@ -184,13 +187,16 @@ final class RemoteTxn {
         if (ended) {
             return;
         }
-        ended = true;
-        if (!conn.isBroken()) {
-            FrameReader r = call(FrameWriter.request(Op.ABORT, handle));
-            checked(() -> {
-                r.end();
-                return null;
-            });
+        try {
+            if (!conn.isBroken()) {
+                FrameReader r = call(FrameWriter.request(Op.ABORT, handle));
+                checked(() -> {
+                    r.end();
+                    return null;
+                });
+            }
+        } finally {
+            ended = true; // even if ABORT failed: the transaction is not to be used again
         }
     }
 

@@ -61,6 +61,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     private StructType valueSchema;
     private int numPrefixCols;
     private StateStoreConf storeConf;
+    static final String SKIP_NULLS_KEY = "spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled";
     private Configuration hadoopConf;
     private Map<String, String> ttlConfs;
     private String storeKey;
@@ -76,7 +77,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     private int writeBatchBytes = 256 * 1024;
     private int iteratorChunkEntries = 1024;
     private boolean closed;
-    /** Iterators still open on the worker; drained into memory before the store is closed. */
+    /** Iterators that may still need the worker; drained into memory before the store is closed. */
     private final java.util.Set<ChunkIterator> openIterators =
             java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>());
 
@@ -230,7 +231,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 }
                 RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, readOnly, batchTimestampMs,
                         writeBatchBytes, iteratorChunkEntries, metrics);
-                txn.onIteratorOpened = this::trackIterator;
+                txn.onIteratorCreated = this::trackIterator;
                 return txn;
             } catch (UncheckedIOException e) {
                 if (attempt >= 1 || conn == null || !conn.isBroken()) {
@@ -263,8 +264,10 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 .str(dir.toString())
                 .i64(stateStoreId.operatorId())
                 .str(stateStoreId.storeName())
-                .u32(ttlConfs.size());
+                .u32(ttlConfs.size() + 1);
         ttlConfs.forEach((k, v) -> w.str(k).str(v));
+        // the one Spark setting the service's conf rules need (TTL on join state, see conf.py)
+        w.str(SKIP_NULLS_KEY).str(String.valueOf(storeConf.skipNullsForStreamStreamJoins()));
         FrameReader r;
         try {
             metrics.roundTrip();
@@ -418,7 +421,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         }
         RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, true, batchTimestampMs,
                 writeBatchBytes, iteratorChunkEntries, metrics);
-        txn.onIteratorOpened = this::trackIterator;
+        txn.onIteratorCreated = this::trackIterator;
         return txn;
     }
 

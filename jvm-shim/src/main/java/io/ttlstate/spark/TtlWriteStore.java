@@ -125,6 +125,7 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
         ChunkIterator it;
         try {
             it = read.iterate(new byte[0], codec, numValueFields);
+            it.hasNext(); // open now, so the read transaction cannot outlive an unread iterator
         } catch (RuntimeException e) {
             read.abort();
             throw e;
