@@ -11,6 +11,7 @@ The provider is a per-query SQL conf: `run_query` sets it right before it starts
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -237,11 +238,7 @@ def start_query(spark, provider: str, build_df: Callable, output_mode: str,
     run side by side (and `assert_provider_served` checks that each got its own).
     """
     dirs = list(input_dir) if isinstance(input_dir, (list, tuple)) else [input_dir]
-    settings = {PROVIDER_CLASS_KEY: provider, **(confs or {})}
-    previous = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
-    try:
+    with session_confs(spark, {PROVIDER_CLASS_KEY: provider, **(confs or {})}):
         df = build_df(*[read_events(spark, d) for d in dirs])
         name = query_name or "q_" + uuid.uuid4().hex[:12]
         writer = (df.writeStream.outputMode(output_mode)
@@ -257,13 +254,24 @@ def start_query(spark, provider: str, build_df: Callable, output_mode: str,
         else:
             raise ValueError(f"unknown sink {sink!r}")
         query = writer.start()
+    return RunningQuery(spark, provider, output_mode, sink, name, query, batches, timeout_s)
+
+
+@contextlib.contextmanager
+def session_confs(spark, settings: dict):
+    """Set SQL confs on the session for the duration of the block (a query clones them
+    when it starts), then restore what was there."""
+    previous = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
     finally:
         for k, v in previous.items():
             if v is None:
                 spark.conf.unset(k)
             else:
                 spark.conf.set(k, v)
-    return RunningQuery(spark, provider, output_mode, sink, name, query, batches, timeout_s)
 
 
 def run_query(spark, provider: str, build_df: Callable, output_mode: str,
