@@ -25,6 +25,9 @@ from .protocol import FILE_CHANGELOG, FILE_SNAPSHOT, RECORD_PUT, RECORD_REMOVE
 MAGIC = b"TTLSTAT2"
 _HEAD = struct.Struct("<8sBq")
 _META = struct.Struct("<BqI")  # valueLayout, batchTimestampMs, cursor length (cursor follows)
+_LEN = struct.Struct("<I")
+_TAIL = struct.Struct("<BQI")
+KIND_NAMES = {FILE_SNAPSHOT: "snapshot", FILE_CHANGELOG: "changelog"}
 
 LAYOUT_PLAIN = 0  # values as Spark wrote them
 LAYOUT_TTL = 1  # an 8-byte big-endian timestamp before each value (ttlstate.ttl.codec)
@@ -38,9 +41,6 @@ class FileMeta:
     layout: int = LAYOUT_PLAIN
     batch_ts: int = -1  # the TTL clock of the version's commit (-1: unknown)
     cursor: bytes = b""  # where the incremental TTL cleanup goes on
-_LEN = struct.Struct("<I")
-_TAIL = struct.Struct("<BQI")
-KIND_NAMES = {FILE_SNAPSHOT: "snapshot", FILE_CHANGELOG: "changelog"}
 
 
 def write(path: str, kind: int, version: int, records: Iterable[tuple[bytes, bytes | None]],

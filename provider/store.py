@@ -26,7 +26,7 @@ from . import statefile
 from .errors import StorageError, TtlStateError, VersionMismatchError
 from .protocol import FILE_CHANGELOG, FILE_SNAPSHOT
 from .statefile import LAYOUT_PLAIN, LAYOUT_TTL, FileMeta
-from .ttl import MAX_TS, TtlTimeProvider, WallClock, expiration_ts
+from .ttl import MAX_TS, TtlTimeProvider, WallClock, expired
 from .ttl import codec
 from .ttl.config import StateVisibility, TimeCharacteristic, TtlConfig, UpdateType
 from .ttl.histogram import TsHistogram
@@ -91,7 +91,6 @@ class Store:
         self.cursor = b""  # the incremental cleanup goes on after this key
         self.migrated = False  # the loaded files had another value layout
         self.txns: set[Txn] = set()
-        self.opts: Options | None = None
         self.dropped_seen = 0  # compaction-filter drops counted so far
         self.dropped_unreported = 0
         self.last_compaction = self.clock.current_timestamp()
@@ -241,7 +240,7 @@ class Store:
 
     def _count_compaction_drops(self):
         """Entries RocksDB's TTL filter dropped since last asked (its statistics say so)."""
-        if self.opts is None or not self.ttl.compaction_cleanup:
+        if not self.ttl.compaction_cleanup:
             return 0
         m = _DROPPED_BY_FILTER.search(self.opts.get_statistics() or "")
         total = int(m.group(1)) if m else 0
@@ -286,12 +285,12 @@ class Store:
         With the full-snapshot cleanup, entries expired at the version's clock are left out.
         """
         items = _db_items(self.db, b"", set())
-        now = self.batch_ts
-        if self.ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME or now < 0:
-            now = self.clock.current_timestamp()
         if self.ttl_ms and self.ttl.full_snapshot:
+            now = self.batch_ts
+            if self.ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME or now < 0:
+                now = self.clock.current_timestamp()
             ttl = self.ttl_ms
-            items = ((k, v) for k, v in items if expiration_ts(codec.timestamp(v), ttl) > now)
+            items = ((k, v) for k, v in items if not expired(codec.timestamp(v), ttl, now))
         written = _Counted(items)
         size = statefile.write(path, FILE_SNAPSHOT, self.version, written,
                                FileMeta(self.layout, self.batch_ts, self.cursor))
@@ -401,13 +400,12 @@ class Txn:
     def _visible(self, key: bytes, stored: bytes) -> bytes | None:
         """The caller's value of a stored entry at `now`, cleaning or refreshing it."""
         now = self.now()
-        ts = codec.timestamp(stored)
-        if expiration_ts(ts, self.ttl_ms) <= now:
+        ts, value = codec.decode(stored)
+        if expired(ts, self.ttl_ms, now):
             if not self.read_only:  # cleanup on read
                 self._remove_stored(key)
                 self.expired_on_read += 1
-            return stored[codec.TS_BYTES:] if self.return_expired else None
-        value = stored[codec.TS_BYTES:]
+            return value if self.return_expired else None
         if self.refresh_on_read and ts != now:
             self._put_stored(key, codec.encode(now, value))
         return value
@@ -541,7 +539,7 @@ class Txn:
             self.scanned += 1
             if key not in overlay:
                 stored = shadow[key] if shadow and key in shadow else it.value()
-                if stored is not None and expiration_ts(codec.timestamp(stored), ttl) <= now:
+                if stored is not None and expired(codec.timestamp(stored), ttl, now):
                     self._remove_stored(key)
                     self.expired_incremental += 1
             it.next()
