@@ -44,6 +44,22 @@ def _positive_int(upper: int):
     return parse
 
 
+def _one_of(*allowed: str):
+    def parse(text: str) -> str:
+        v = text.strip().lower()
+        if v not in allowed:
+            raise ValueError("expected one of " + ", ".join(allowed))
+        return v
+    return parse
+
+
+def _absolute_path(text: str) -> str:
+    v = text.strip()
+    if not v.startswith("/"):
+        raise ValueError("expected an absolute local directory path")
+    return v
+
+
 ENTRIES: tuple[ConfEntry, ...] = (
     ConfEntry(
         "workers", _positive_int(64), None,
@@ -59,6 +75,28 @@ ENTRIES: tuple[ConfEntry, ...] = (
     ConfEntry(
         "iteratorChunkEntries", _positive_int(1_000_000), "1024",
         "Entries per chunk when iterating or prefix-scanning a store.",
+        "store"),
+    ConfEntry(
+        "checkpoint.mode", _one_of("changelog", "snapshot"), "changelog",
+        "`changelog`: a commit uploads only a zstd log of the version's writes, and snapshot "
+        "maintenance uploads an incremental SST snapshot every "
+        "`spark.sql.streaming.stateStore.minDeltasForSnapshot` versions. `snapshot`: every "
+        "commit is an incremental SST snapshot (only SST files the checkpoint does not hold "
+        "yet are uploaded). Either mode loads the other's checkpoints, so it may change "
+        "across a restart.",
+        "store"),
+    ConfEntry(
+        "checkpoint.transferThreads", _positive_int(64), "4",
+        "Threads of the executor's pool that upload and download checkpoint files (shared "
+        "by all stores of the executor; the largest value any store asks for wins).",
+        "store"),
+    ConfEntry(
+        "checkpoint.localCacheDir", _absolute_path, None,
+        "Directory where the executor keeps copies of the checkpoint files its stores wrote "
+        "or read, so a store that is loaded again on the same machine (a restarted query, "
+        "a store that moved back) downloads only what it does not hold. Files of versions "
+        "no longer retained are deleted by maintenance. Default: "
+        "`<java.io.tmpdir>/ttlstate-cache-<user>`.",
         "store"),
 )
 

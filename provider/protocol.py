@@ -10,7 +10,7 @@ import struct
 
 from .errors import ProtocolError
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 MAX_FRAME = 64 * 1024 * 1024
 
 # Operations (request op codes).
