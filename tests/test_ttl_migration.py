@@ -24,7 +24,7 @@ TTL_KEY = "spark.sql.streaming.stateStore.ttlstate.ttl"
 
 
 def _snapshots(checkpoint: pathlib.Path) -> set[int]:
-    return {int(p.name.split(".")[0]) for p in (checkpoint / "state" / "0").rglob("*.snapshot")}
+    return {int(p.name.split(".")[0]) for p in (checkpoint / "state" / "0").rglob("*.manifest")}
 
 
 def test_ttl_on_then_off_across_restarts_keeps_every_count(spark, tmp_path):

@@ -446,7 +446,7 @@ def maintenance_runs(_maintenance_job):
 def _snapshot_total(o: tq.Outcome, version: int) -> int:
     entries = tq.snapshot_entries_at(o.checkpoint, version)
     assert entries is not None, (
-        f"{o.name}: no {version}.snapshot in every partition "
+        f"{o.name}: no {version}.manifest in every partition "
         f"({tq.snapshot_files(o.checkpoint)}): maintenance did not snapshot in the pause")
     return sum(entries.values())
 
@@ -455,7 +455,7 @@ def test_compaction_filter_cleanup_drops_expired_entries(maintenance_runs):
     """TTL 2 s, safety margin 0 s, periodic compaction every 1 s: during the 12 s pause
     after batch 0 maintenance compacts and RocksDB's TTL drops the 40 old entries. Batch 1
     has only 4 new keys and a 1-entry incremental step, so the incremental cleanup cannot
-    account for what disappeared. The snapshot of version 2 (a dump of the database,
+    account for what disappeared. The snapshot of version 2 (the database's SST files,
     fullSnapshot off) shows what is really stored."""
     on, off = maintenance_runs["compaction"], maintenance_runs["compaction_off"]
     assert on.metric_sum("ttlstateExpiredByCompaction") > 0
@@ -482,7 +482,7 @@ def test_full_snapshot_cleanup_leaves_expired_entries_out(maintenance_runs):
             assert sum(v1.values()) == 40, f"{o.name}: snapshot 1 dropped live entries: {v1}"
     assert _snapshot_total(plain, 2) == 44
     assert _snapshot_total(full, 2) == 4
-    size = {o.name: sum(f[2].stat().st_size for f in tq.snapshot_files(o.checkpoint).values())
+    size = {o.name: sum(tq.snapshot_sst_bytes(f[2]) for f in tq.snapshot_files(o.checkpoint).values())
             for o in (full, plain)}
     assert size[full.name] < size[plain.name], size
     assert full.rows_total() == plain.rows_total() == {0: 40, 1: 4}

@@ -556,33 +556,56 @@ def operator_ids(checkpoint) -> dict[str, int]:
 
 
 def snapshot_files(checkpoint, operator: int = 0, store: str | None = None) -> dict[int, dict[int, pathlib.Path]]:
-    """partition -> version -> `<v>.snapshot` file of a store in the checkpoint."""
+    """partition -> version -> `<v>.manifest` (an incremental snapshot) of a store."""
     out: dict[int, dict[int, pathlib.Path]] = {}
     op_dir = pathlib.Path(checkpoint) / "state" / str(operator)
     for part in op_dir.iterdir() if op_dir.is_dir() else []:
         if not part.name.isdigit():
             continue
         d = part / store if store else part
-        for f in d.glob("*.snapshot"):
-            stem = f.name[:-len(".snapshot")]
+        for f in d.glob("*.manifest"):
+            stem = f.name[:-len(".manifest")]
             if stem.isdigit():
                 out.setdefault(int(part.name), {})[int(stem)] = f
     return out
 
 
-def snapshot_entries(path, version: int) -> int:
-    """Entries in a ttlstate snapshot file (read with the provider's own reader)."""
-    from ttlstate import statefile
-    from ttlstate.protocol import FILE_SNAPSHOT
+def snapshot_sst_bytes(path) -> int:
+    """Bytes of the SST files a manifest references."""
+    from ttlstate import manifest
 
-    got = statefile.read(str(path), FILE_SNAPSHOT, version)
-    records = got[1] if isinstance(got, tuple) else got  # (meta, records) or records
-    return sum(1 for _, value in records if value is not None)
+    return sum(f.size for f in manifest.read(str(path)).ssts)
+
+
+def snapshot_entries(path, version: int) -> int:
+    """Entries stored in the SSTs of a ttlstate manifest: the snapshot is restored into a
+    scratch RocksDB (its SSTs by their RocksDB names, its inline files) and counted."""
+    import shutil
+    import tempfile
+
+    from rocksdict import AccessType, Options, Rdict
+    from ttlstate import manifest
+
+    path = pathlib.Path(path)
+    m = manifest.read(str(path), version)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="ttl-snapshot-count-"))
+    try:
+        for f in m.ssts:
+            shutil.copyfile(path.parent / "sst" / f.name, scratch / f.local)
+        for name, data in m.inline.items():
+            (scratch / name).write_bytes(data)
+        db = Rdict(str(scratch), Options(raw_mode=True), access_type=AccessType.read_only())
+        try:
+            return sum(1 for _ in db.keys())
+        finally:
+            db.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def snapshot_entries_at(checkpoint, version: int, operator: int = 0,
                         store: str | None = None) -> dict[int, int] | None:
-    """partition -> entries of the `<version>.snapshot` of every partition; None unless
+    """partition -> entries of the `<version>.manifest` of every partition; None unless
     every partition has one."""
     files = snapshot_files(checkpoint, operator, store)
     if not files or any(version not in v for v in files.values()):
