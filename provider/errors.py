@@ -39,12 +39,14 @@ class VersionMismatchError(TtlStateError):
 
 
 class CorruptFileError(TtlStateError):
-    """A state file that cannot be read; names the file and the version."""
+    """A state file (changelog, manifest, SST) that cannot be read; names the file and the
+    version (when known)."""
 
     error_class = "TTLSTATE_CORRUPT_FILE"
 
-    def __init__(self, path: str, version: int, reason: str):
-        super().__init__(f"State file {path} (version {version}) is unreadable: {reason}")
+    def __init__(self, path: str, version: int | None, reason: str):
+        at = "" if version is None else f" (version {version})"
+        super().__init__(f"State file {path}{at} is unreadable: {reason}")
         self.path, self.version, self.reason = path, version, reason
 
 
