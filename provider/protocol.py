@@ -31,13 +31,14 @@ SNAPSHOT = 0x0E
 CLOSE = 0x0F
 PING = 0x10
 MAINTAIN = 0x11
+MANIFEST_FILES = 0x12
 
 OP_NAMES = {
     HELLO: "HELLO", OPEN: "OPEN", LOAD: "LOAD", BEGIN: "BEGIN",
     WRITE_BATCH: "WRITE_BATCH", GET: "GET", MULTI_GET: "MULTI_GET",
     ITER_OPEN: "ITER_OPEN", ITER_NEXT: "ITER_NEXT", ITER_CLOSE: "ITER_CLOSE",
     STATS: "STATS", COMMIT: "COMMIT", ABORT: "ABORT", SNAPSHOT: "SNAPSHOT",
-    CLOSE: "CLOSE", PING: "PING", MAINTAIN: "MAINTAIN",
+    CLOSE: "CLOSE", PING: "PING", MAINTAIN: "MAINTAIN", MANIFEST_FILES: "MANIFEST_FILES",
 }
 
 STATUS_OK = 0
@@ -45,9 +46,6 @@ STATUS_ERROR = 1
 
 RECORD_PUT = 1
 RECORD_REMOVE = 2
-
-FILE_SNAPSHOT = 1
-FILE_CHANGELOG = 2
 
 _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
@@ -231,8 +229,8 @@ def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
         f = {"storeId": r.str(), "localDir": r.str(), "operatorId": r.i64(),
              "storeName": r.str(), "conf": r.str_pairs()}
     elif op == LOAD:
-        f = {"version": r.i64(), "batchTimestampMs": r.i64(),
-             "files": [(r.u8(), r.i64(), r.str()) for _ in range(r.count(13))]}
+        f = {"version": r.i64(), "batchTimestampMs": r.i64(), "manifestVersion": r.i64(),
+             "manifestPath": r.str(), "ssts": read_ssts(r), "changelogs": read_changelogs(r)}
     elif op == BEGIN:
         f = {"version": r.i64(), "readOnly": r.bool(), "batchTimestampMs": r.i64()}
     elif op == WRITE_BATCH:
@@ -248,11 +246,23 @@ def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
     elif op == COMMIT:
         f = {"newVersion": r.i64(), "changelogPath": r.str()}
     elif op == SNAPSHOT:
-        f = {"path": r.str()}
+        f = {"dir": r.str()}
     elif op == CLOSE:
         f = {"deleteFiles": r.bool()}
+    elif op == MANIFEST_FILES:
+        f = {"path": r.str(), "version": r.i64()}
     r.end()
     return op, handle, f
+
+
+def read_ssts(r: Reader) -> list[tuple[str, str]]:
+    """`u32 m, (str sstName, str path) * m` of a LOAD payload."""
+    return [(r.str(), r.str()) for _ in range(r.count(8))]
+
+
+def read_changelogs(r: Reader) -> list[tuple[int, str]]:
+    """`u32 n, (i64 changelogVersion, str path) * n` of a LOAD payload."""
+    return [(r.i64(), r.str()) for _ in range(r.count(12))]
 
 
 def read_records(r: Reader):

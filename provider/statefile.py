@@ -1,4 +1,4 @@
-"""Changelog and snapshot files: one zstd frame of records with a count and a CRC32.
+"""Changelog files: one zstd frame of records with a count and a CRC32.
 
 Layout (docs/PROTOCOL.md, "State files"): a zstd frame of
     magic "TTLSTAT2", u8 kind, i64 version,
@@ -6,7 +6,8 @@ Layout (docs/PROTOCOL.md, "State files"): a zstd frame of
     records (u8 1 put, bytes key, bytes value | u8 2 remove, bytes key),
     u8 0, u64 recordCount, u32 crc32 of every byte before it,
 followed by u32 crc32 of the compressed frame, so any damaged byte is detected, even one
-that would still decompress to the same content.
+that would still decompress to the same content. Snapshots are manifests plus SST files
+(`ttlstate.manifest`); kind 1 (the full-dump snapshot of format 2) is no longer written.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from typing import Iterable, Iterator
 import zstandard
 
 from .errors import CorruptFileError
-from .protocol import FILE_CHANGELOG, FILE_SNAPSHOT, RECORD_PUT, RECORD_REMOVE
+from .protocol import RECORD_PUT, RECORD_REMOVE
 
 MAGIC = b"TTLSTAT2"
 _HEAD = struct.Struct("<8sBq")
 _META = struct.Struct("<BqI")  # valueLayout, batchTimestampMs, cursor length (cursor follows)
 _LEN = struct.Struct("<I")
 _TAIL = struct.Struct("<BQI")
-KIND_NAMES = {FILE_SNAPSHOT: "snapshot", FILE_CHANGELOG: "changelog"}
+CHANGELOG = 2  # the kind byte (1 was the retired full-dump snapshot; values stay fixed)
+KIND_NAMES = {1: "full-dump snapshot", CHANGELOG: "changelog"}
 
 LAYOUT_PLAIN = 0  # values as Spark wrote them
 LAYOUT_TTL = 1  # an 8-byte big-endian timestamp before each value (ttlstate.ttl.codec)
@@ -43,9 +45,10 @@ class FileMeta:
     cursor: bytes = b""  # where the incremental TTL cleanup goes on
 
 
-def write(path: str, kind: int, version: int, records: Iterable[tuple[bytes, bytes | None]],
+def write(path: str, version: int, records: Iterable[tuple[bytes, bytes | None]],
           meta: FileMeta = FileMeta(), level: int = 3) -> int:
-    """Write `records` ((key, value) or (key, None) for a remove); returns the file size.
+    """Write the changelog of `version`: `records` are (key, value), or (key, None) for a
+    remove. Returns the file size.
 
     The file is written to `path` + ".tmp" and renamed, so a reader never sees half a file.
     """
@@ -60,7 +63,7 @@ def write(path: str, kind: int, version: int, records: Iterable[tuple[bytes, byt
                 nonlocal crc
                 crc = zlib.crc32(b, crc)
                 out.write(b)
-            emit(_HEAD.pack(MAGIC, kind, version))
+            emit(_HEAD.pack(MAGIC, CHANGELOG, version))
             emit(_META.pack(meta.layout, meta.batch_ts, len(meta.cursor)) + meta.cursor)
             pack_len = _LEN.pack
             for key, value in records:
@@ -92,8 +95,9 @@ class _CrcSink:
         self.raw.flush()
 
 
-def read(path: str, kind: int, version: int) -> tuple[FileMeta, Iterator[tuple[bytes, bytes | None]]]:
-    """The meta and the records of a file, checking magic, kind, version, count and CRC.
+def read(path: str, version: int) -> tuple[FileMeta, Iterator[tuple[bytes, bytes | None]]]:
+    """The meta and the records of the changelog of `version`, checking magic, kind,
+    version, count and CRC.
 
     The whole file is checked (CRC, then record count) before the caller applies it:
     a damaged file raises `CorruptFileError` and never yields a wrong record silently.
@@ -116,11 +120,11 @@ def read(path: str, kind: int, version: int) -> tuple[FileMeta, Iterator[tuple[b
         what = ("a state file of an older ttlstate format" if magic.startswith(b"TTLSTAT")
                 else "not a ttlstate state file")
         raise CorruptFileError(path, version, f"bad magic ({what})")
-    if fkind != kind or fversion != version:
+    if fkind != CHANGELOG or fversion != version:
         raise CorruptFileError(
             path, version,
-            f"holds {KIND_NAMES.get(fkind, fkind)} of version {fversion}, "
-            f"expected {KIND_NAMES[kind]} of version {version}")
+            f"holds a {KIND_NAMES.get(fkind, f'file of kind {fkind}')} of version {fversion}, "
+            f"expected the changelog of version {version}")
     body_end = len(data) - _TAIL.size
     marker, count, crc = _TAIL.unpack_from(data, body_end)
     if marker != 0 or zlib.crc32(memoryview(data)[:body_end + 9]) != crc:

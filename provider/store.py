@@ -5,6 +5,10 @@ version. Reads see the overlay, then the committed version; `commit` applies the
 in one WriteBatch and writes it as the version's changelog; `abort` drops it. Nothing is
 ever rolled back inside RocksDB (DESIGN.md 4.1).
 
+A snapshot is a RocksDB checkpoint described by a manifest (`ttlstate.manifest`); a load
+builds a fresh database directory from a manifest's SSTs (hard links) and replays the
+changelogs after it (docs/DESIGN.md 18-26).
+
 With TTL (docs/DESIGN.md, "State TTL") every stored value carries Flink's 8-byte
 timestamp; the transaction hides, cleans and refreshes entries by its clock, and the
 store keeps a histogram of timestamps so live counts need no scan.
@@ -13,18 +17,22 @@ store keeps a histogram of timestamps so live counts need no scan.
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import math
 import os
 import re
+import secrets
 import shutil
+import zlib
 from typing import Iterator
 
-from rocksdict import AccessType, Options, Rdict, WriteBatch
+from rocksdict import (AccessType, BottommostLevelCompaction, Checkpoint, CompactOptions, Options,
+                       Rdict, WriteBatch)
 
-from . import statefile
-from .errors import StorageError, TtlStateError, VersionMismatchError
-from .protocol import FILE_CHANGELOG, FILE_SNAPSHOT
+from . import manifest, statefile
+from .errors import CorruptFileError, StorageError, TtlStateError, VersionMismatchError
+from .manifest import Manifest, SstFile
 from .statefile import LAYOUT_PLAIN, LAYOUT_TTL, FileMeta
 from .ttl import MAX_TS, TtlTimeProvider, WallClock, expired
 from .ttl import codec
@@ -66,6 +74,9 @@ def _options(statistics: bool) -> Options:
 _DROPPED_BY_FILTER = re.compile(r"rocksdb\.compaction\.key\.drop\.user COUNT : (\d+)")
 _INCREMENTAL_BATCH = 1024  # incremental-cleanup work is done in steps of this many entries
 _HINT_REFRESH_MS = 1000  # ProcessingTime: recount expired entries at most once a second
+_REWRITE_BATCH = 10_000  # entries per WriteBatch when a load migrates a checkpoint
+_CRC_CHUNK = 1 << 20
+_DB_TTL_SUFFIX = 4  # RocksDB's TTL database appends a 4-byte write time to every value
 METRIC_EXPIRED_ON_READ = "ttlstateExpiredOnRead"
 METRIC_EXPIRED_INCREMENTAL = "ttlstateExpiredIncremental"
 METRIC_EXPIRED_BY_COMPACTION = "ttlstateExpiredByCompaction"
@@ -79,39 +90,57 @@ class Store:
                  clock: TtlTimeProvider | None = None):
         self.store_id = store_id
         self.local_dir = local_dir
-        self.db_dir = os.path.join(local_dir, "db")
         self.ttl = ttl
         self.ttl_ms = ttl.ttl_ms if ttl.enabled else 0
         self.layout = LAYOUT_TTL if self.ttl_ms else LAYOUT_PLAIN
+        self.db_ttl = ttl.compaction_cleanup  # RocksDB's TTL database (the compaction filter)
         self.clock = clock or WallClock()
         self.version = 0
         self.num_keys = 0
         self.hist = TsHistogram()  # entries per TTL timestamp (TTL only)
         self.batch_ts = -1  # the TTL clock of the committed version's commit
         self.cursor = b""  # the incremental cleanup goes on after this key
-        self.migrated = False  # the loaded files had another value layout
+        self.migrated = False  # the loaded files had another value layout or database kind
+        self.ssts: dict[str, SstFile] = {}  # RocksDB file name -> its checkpoint name, if named
         self.txns: set[Txn] = set()
         self.dropped_seen = 0  # compaction-filter drops counted so far
         self.dropped_unreported = 0
         self.last_compaction = self.clock.current_timestamp()
+        self._dirs = itertools.count(1)
         shutil.rmtree(local_dir, ignore_errors=True)
         os.makedirs(local_dir, exist_ok=True)
-        self.db = self._open_empty(-1)
+        self.db_dir = ""
+        self.db: Rdict | None = self._open(self._new_dir(), -1)
+
+    def _new_dir(self) -> str:
+        """A database directory RocksDB never had open (each load starts afresh)."""
+        return os.path.join(self.local_dir, f"db-{next(self._dirs)}")
 
     @engine_errors
-    def _open_empty(self, batch_ts: int) -> Rdict:
-        """A fresh database; with the TTL compaction filter, RocksDB's own TTL is
-        ttl + safety margin + how far the batch about to run lags the wall clock."""
-        shutil.rmtree(self.db_dir, ignore_errors=True)
+    def _open(self, path: str, batch_ts: int) -> Rdict:
+        """Open (or create) the database at `path` as this store's kind; it becomes `db_dir`.
+
+        With the TTL compaction filter, RocksDB's own TTL is ttl + safety margin + how far
+        the batch about to run lags the wall clock.
+        """
+        self.db_dir = path
         self.dropped_seen = 0
-        if not self.ttl.compaction_cleanup:
+        if not self.db_ttl:
             self.opts = _options(False)
-            return Rdict(self.db_dir, self.opts)
+            return Rdict(path, self.opts)
         now = self.clock.current_timestamp()
         lag = max(0, now - batch_ts) if batch_ts >= 0 else 0
         secs = math.ceil(min(MAX_TS, self.ttl_ms + self.ttl.compaction_margin_ms + lag) / 1000)
         self.opts = _options(True)
-        return Rdict(self.db_dir, self.opts, access_type=AccessType.with_ttl(min(max(secs, 1), 2**31 - 1)))
+        return Rdict(path, self.opts, access_type=AccessType.with_ttl(min(max(secs, 1), 2**31 - 1)))
+
+    def _drop_db(self):
+        """End the transactions, close the database and delete its directory."""
+        self._end_txns()
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        shutil.rmtree(self.db_dir, ignore_errors=True)
 
     def __repr__(self):
         return f"Store({self.store_id}, v{self.version})"
@@ -119,69 +148,135 @@ class Store:
     # -- versions ---------------------------------------------------------------------
 
     @engine_errors
-    def load(self, version: int, files: list[tuple[int, int, str]], batch_ts: int = -1) -> int:
-        """Rebuild the database from an optional snapshot plus changelogs, in order.
+    def load(self, version: int, batch_ts: int = -1, manifest_version: int = 0,
+             manifest_path: str = "", ssts: dict[str, str] | None = None,
+             changelogs: list[tuple[int, str]] = ()) -> int:
+        """Rebuild the database as `version`: the snapshot of `manifest_version` (its
+        manifest and its SST files, `ssts`: checkpoint name -> local path), or empty when
+        `manifest_path` is "", then the changelogs (version, path) after it, in order.
 
-        Files of the other value layout (TTL turned on or off since they were written) are
-        migrated: values gaining a TTL get the restore time (`batch_ts`, else the clock).
+        Files of another value layout or database kind (TTL or its compaction filter
+        turned on or off since they were written) are migrated: values gaining a TTL get
+        the restore time (`batch_ts`, else the clock), and `migrated` asks for a snapshot.
+        On failure the store is left empty at no version (-1).
         """
-        self._end_txns()
-        self.db.close()
-        self.db = self._open_empty(batch_ts)
-        self.version = 0
+        self._drop_db()
+        self.version = -1
         self.num_keys = 0
         self.hist.clear()
         self.migrated = False
         self.batch_ts, self.cursor = -1, b""
+        self.ssts = {}
         restore_ts = batch_ts if batch_ts >= 0 else self.clock.current_timestamp()
-        ttl = bool(self.ttl_ms)
-        hist = self.hist
-        last = 0
-        for kind, file_version, path in files:
-            meta, records = statefile.read(path, kind, file_version)
-            if meta.layout != self.layout:
-                self.migrated = True
-                records = _migrated(records, ttl, restore_ts)
-            batch = WriteBatch(raw_mode=True)
-            delta = 0
-            if kind == FILE_SNAPSHOT:
-                if last != 0:
-                    raise StorageError(f"snapshot {path} must come first in a load")
-                for key, value in records:
-                    batch.put(key, value)
-                    delta += 1
-                    if ttl:
-                        hist.add(codec.timestamp(value))
+        try:
+            if manifest_path:
+                m = manifest.read(manifest_path, manifest_version)
+                self._restore(m, ssts or {}, batch_ts, restore_ts)
+            elif manifest_version != 0:
+                raise TtlStateError(f"{self.store_id}: no manifest path for manifest version "
+                                    f"{manifest_version} (an empty path means version 0)")
             else:
+                self.db = self._open(self._new_dir(), batch_ts)
+            last = manifest_version
+            for file_version, path in changelogs:
                 if file_version != last + 1:
                     raise StorageError(
                         f"changelog {path} is version {file_version}, expected {last + 1}")
-                pending: dict[bytes, bytes | None] = {}
-                for key, value in records:
-                    pending[key] = value
-                for key, value in pending.items():
-                    old = self.db.get(key)
-                    if value is None:
-                        batch.delete(key)
-                        delta -= old is not None
-                    else:
-                        batch.put(key, value)
-                        delta += old is None
-                        if ttl:
-                            hist.add(codec.timestamp(value))
-                    if ttl and old is not None:
-                        hist.add(codec.timestamp(old), -1)
-            self.db.write(batch)
-            self.num_keys += delta
-            self.batch_ts, self.cursor = meta.batch_ts, meta.cursor
-            last = file_version
-        if last != version:
-            raise StorageError(f"files end at version {last}, asked to load {version}")
+                self._replay(path, file_version, restore_ts)
+                last = file_version
+            if last != version:
+                raise StorageError(f"files end at version {last}, asked to load {version}")
+        except BaseException:
+            self._drop_db()
+            self.num_keys, self.ssts, self.migrated = 0, {}, False
+            self.hist.clear()
+            self.db = self._open(self._new_dir(), -1)
+            raise
         self.version = version
         if self.migrated:
-            log.info("%s: migrated version %d to the %s value layout (restore time %d)",
-                     self.store_id, version, statefile.LAYOUT_NAMES[self.layout], restore_ts)
+            log.info("%s: migrated version %d to the %s value layout%s (restore time %d)",
+                     self.store_id, version, statefile.LAYOUT_NAMES[self.layout],
+                     " in a TTL database" if self.db_ttl else "", restore_ts)
         return self.num_keys
+
+    def _restore(self, m: Manifest, ssts: dict[str, str], batch_ts: int, restore_ts: int):
+        """Build a database directory from a manifest: its SSTs, checked and hard-linked
+        under their RocksDB names, and its inline files; then open it (or migrate it)."""
+        path = self.db_dir = self._new_dir()
+        os.makedirs(path)
+        for f in m.ssts:
+            given = ssts.get(f.name)
+            if given is None:
+                raise CorruptFileError(f"sst/{f.name}", m.version, "not given to LOAD (the manifest lists it)")
+            _link_checked(f, given, os.path.join(path, f.local), m.version)
+        for name, data in m.inline.items():
+            with open(os.path.join(path, name), "wb") as out:
+                out.write(data)
+        self.batch_ts, self.cursor = m.batch_ts, m.cursor
+        if m.layout != self.layout or m.db_ttl != self.db_ttl:
+            self._migrate(path, m, batch_ts, restore_ts)
+            return
+        self.db = self._open(path, batch_ts)
+        self.num_keys = m.num_keys
+        for ts, n in m.histogram:
+            self.hist.add(ts, n)
+        self.ssts = {f.local: f for f in m.ssts}
+
+    def _migrate(self, path: str, m: Manifest, batch_ts: int, restore_ts: int):
+        """Rewrite the entries of a restored checkpoint of another layout or database kind
+        into a new database of this store's kind (its SSTs all get new names)."""
+        to_ttl = bool(self.ttl_ms)
+        relayout = m.layout != self.layout
+        old = Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only())
+        try:
+            self.db = self._open(self._new_dir(), batch_ts)
+            n = 0
+            batch = WriteBatch(raw_mode=True)
+            for key, value in _db_items(old, b"", set()):
+                if m.db_ttl:  # a plain database shows RocksDB's TTL write time after the value
+                    value = _without_write_time(key, value)
+                if relayout:
+                    value = codec.migrate(value, to_ttl, restore_ts)
+                batch.put(key, value)
+                if to_ttl:
+                    self.hist.add(codec.timestamp(value))
+                n += 1
+                if n % _REWRITE_BATCH == 0:
+                    self.db.write(batch)
+                    batch = WriteBatch(raw_mode=True)
+            self.db.write(batch)
+        finally:
+            old.close()
+            shutil.rmtree(path, ignore_errors=True)
+        self.num_keys = n
+        self.migrated = True
+
+    def _replay(self, path: str, version: int, restore_ts: int):
+        """Apply the changelog of `version` (migrating its values if it has another layout)."""
+        meta, records = statefile.read(path, version)
+        ttl = bool(self.ttl_ms)
+        if meta.layout != self.layout:
+            self.migrated = True
+            records = _migrated(records, ttl, restore_ts)
+        pending: dict[bytes, bytes | None] = dict(records)
+        batch = WriteBatch(raw_mode=True)
+        delta = 0
+        hist = self.hist
+        for key, value in pending.items():
+            old = self.db.get(key)
+            if value is None:
+                batch.delete(key)
+                delta -= old is not None
+            else:
+                batch.put(key, value)
+                delta += old is None
+                if ttl:
+                    hist.add(codec.timestamp(value))
+            if ttl and old is not None:
+                hist.add(codec.timestamp(old), -1)
+        self.db.write(batch)
+        self.num_keys += delta
+        self.batch_ts, self.cursor = meta.batch_ts, meta.cursor
 
     def begin(self, version: int, read_only: bool, batch_ts: int = -1) -> "Txn":
         if version != self.version:
@@ -193,6 +288,8 @@ class Store:
 
     @engine_errors
     def commit(self, txn: "Txn", new_version: int, changelog_path: str) -> tuple[int, int]:
+        """Apply `txn` as `new_version`, writing its changelog to `changelog_path` (none
+        if it is ""). Returns (numKeys, changelog bytes)."""
         if txn.store_version != self.version:
             raise VersionMismatchError(
                 f"{self.store_id}: transaction began at version {txn.store_version}, "
@@ -203,8 +300,10 @@ class Store:
         for other in self.txns:
             if other is not txn:
                 other.preserve(overlay.keys())
-        meta = FileMeta(self.layout, now, txn.cursor)
-        size = statefile.write(changelog_path, FILE_CHANGELOG, new_version, overlay.items(), meta)
+        size = 0
+        if changelog_path:
+            size = statefile.write(changelog_path, new_version, overlay.items(),
+                                   FileMeta(self.layout, now, txn.cursor))
         batch = WriteBatch(raw_mode=True)
         for key, value in overlay.items():
             if value is None:
@@ -212,8 +311,10 @@ class Store:
             else:
                 batch.put(key, value)
         self.db.write(batch)
-        self.num_keys += txn.key_delta
+        purged, purged_hist = txn.purged_written()
+        self.num_keys += txn.key_delta + purged
         self.hist.merge(txn.hist_delta)
+        self.hist.merge(purged_hist)
         self.version = new_version
         self.batch_ts, self.cursor = now, txn.cursor
         self._count_compaction_drops()
@@ -240,7 +341,7 @@ class Store:
 
     def _count_compaction_drops(self):
         """Entries RocksDB's TTL filter dropped since last asked (its statistics say so)."""
-        if not self.ttl.compaction_cleanup:
+        if not self.db_ttl:
             return 0
         m = _DROPPED_BY_FILTER.search(self.opts.get_statistics() or "")
         total = int(m.group(1)) if m else 0
@@ -258,7 +359,7 @@ class Store:
         Afterwards the key count and the timestamp histogram are rebuilt by a scan, since
         the filter removed entries behind the store's back.
         """
-        if not self.ttl.compaction_cleanup or self.txns:
+        if not self.db_ttl or self.txns:
             return
         now = self.clock.current_timestamp()
         if now - self.last_compaction < self.ttl.periodic_compaction_ms:
@@ -278,24 +379,93 @@ class Store:
             n += 1
         self.num_keys = n
 
-    @engine_errors
-    def snapshot(self, path: str) -> tuple[int, int, int]:
-        """Write every entry of the committed version to `path`.
+    # -- snapshots --------------------------------------------------------------------
 
-        With the full-snapshot cleanup, entries expired at the version's clock are left out.
+    @engine_errors
+    def snapshot(self, directory: str) -> tuple[int, int, str, list[tuple[str, str, int]]]:
+        """Checkpoint the committed version into `directory` (created here; it must not
+        exist): RocksDB's checkpoint (hard links) in `rocksdb/` and the version's manifest.
+
+        Returns (version, numKeys, manifest path, [(sstName, local path, size)]) naming
+        every SST of the version. With the full-snapshot cleanup, the entries expired at
+        the version's clock are deleted first.
         """
-        items = _db_items(self.db, b"", set())
+        if self.version < 0:
+            raise TtlStateError(f"{self.store_id}: no version to snapshot (the last load failed)")
         if self.ttl_ms and self.ttl.full_snapshot:
-            now = self.batch_ts
-            if self.ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME or now < 0:
-                now = self.clock.current_timestamp()
-            ttl = self.ttl_ms
-            items = ((k, v) for k, v in items if not expired(codec.timestamp(v), ttl, now))
-        written = _Counted(items)
-        size = statefile.write(path, FILE_SNAPSHOT, self.version, written,
-                               FileMeta(self.layout, self.batch_ts, self.cursor))
+            self._purge_expired()
+        os.makedirs(directory)
+        checkpoint = os.path.join(directory, "rocksdb")
+        Checkpoint(self.db).create_checkpoint(checkpoint)  # flushes the memtable first
+        if self._count_compaction_drops():
+            self._recount()
+        ssts, inline = self._checkpoint_files(checkpoint)
+        m = Manifest(version=self.version, num_keys=self.num_keys, layout=self.layout,
+                     db_ttl=self.db_ttl, batch_ts=self.batch_ts, cursor=self.cursor,
+                     histogram=tuple(sorted(self.hist.counts.items())), ssts=tuple(ssts),
+                     inline=inline)
+        path = os.path.join(directory, f"{self.version}.manifest")
+        manifest.write(path, m)
         self.migrated = False
-        return self.version, size, written.n
+        return (self.version, self.num_keys, path,
+                [(f.name, os.path.join(checkpoint, f.local), f.size) for f in ssts])
+
+    def _checkpoint_files(self, checkpoint: str) -> tuple[list[SstFile], dict[str, bytes]]:
+        """The SSTs of a checkpoint, named, and the bytes of its other files.
+
+        An SST keeps the name it got when it was loaded or first snapshotted; a new one gets
+        a new unique name, and its size and CRC32 are computed once, then.
+        """
+        named: dict[str, SstFile] = {}
+        inline: dict[str, bytes] = {}
+        for name in sorted(os.listdir(checkpoint)):
+            path = os.path.join(checkpoint, name)
+            if not name.endswith(".sst"):
+                with open(path, "rb") as f:
+                    inline[name] = f.read()
+                continue
+            size = os.path.getsize(path)
+            f = self.ssts.get(name)
+            if f is None or f.size != size:
+                f = SstFile(f"{name[:-4]}-{secrets.token_hex(8)}.sst", name, size, _file_crc32(path))
+            named[name] = f
+        self.ssts = named
+        return list(named.values()), inline
+
+    def _purge_expired(self):
+        """The full-snapshot cleanup: delete the entries expired at the version's clock
+        and compact the range they were in, so the checkpoint's SSTs leave them out.
+
+        Open transactions keep their view: they get the pre-images, as in `commit`.
+        """
+        now = self.batch_ts
+        if self.ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME or now < 0:
+            now = self.clock.current_timestamp()
+        ttl = self.ttl_ms
+        if not self.hist.expired_count(ttl, now):
+            return
+        gone = []
+        for key, value in _db_items(self.db, b"", set()):
+            ts = codec.timestamp(value)
+            if expired(ts, ttl, now):
+                gone.append(key)
+                self.hist.add(ts, -1)
+        if not gone:
+            return
+        for txn in self.txns:
+            txn.preserve(gone, purged=True)
+        batch = WriteBatch(raw_mode=True)
+        for key in gone:
+            batch.delete(key)
+        self.db.write(batch)
+        self.num_keys -= len(gone)
+        opts = CompactOptions()  # rewrite even the bottom level, so no tombstone is left either
+        opts.set_bottommost_level_compaction(BottommostLevelCompaction.force_optimized())
+        self.db.compact_range(gone[0], gone[-1], opts)
+        if self._count_compaction_drops():
+            self._recount()
+        log.info("%s: full-snapshot cleanup deleted %d expired entries of version %d",
+                 self.store_id, len(gone), self.version)
 
     @engine_errors
     def memory_used(self) -> int:
@@ -313,9 +483,48 @@ class Store:
     @engine_errors
     def close(self, delete_files: bool):
         self._end_txns()
-        self.db.close()
+        if self.db is not None:
+            self.db.close()
+            self.db = None
         if delete_files:
             shutil.rmtree(self.local_dir, ignore_errors=True)
+
+
+def _file_crc32(path: str) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CRC_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _link_checked(f: SstFile, given: str, dest: str, version: int):
+    """Hard-link (else copy) the SST `given` to `dest`, checking its size and CRC32
+    against the manifest; a mismatch names the SST's checkpoint name and the path."""
+    def bad(reason: str):
+        return CorruptFileError(given, version, f"SST {f.name}: {reason}")
+
+    try:
+        size = os.path.getsize(given)
+    except OSError:
+        raise bad("file does not exist") from None
+    if size != f.size:
+        raise bad(f"{size} bytes, the manifest says {f.size}")
+    try:
+        os.link(given, dest)
+    except OSError:  # another file system (EXDEV), or links not allowed
+        shutil.copyfile(given, dest)
+    crc = _file_crc32(dest)
+    if crc != f.crc32:
+        os.unlink(dest)
+        raise bad(f"CRC32 {crc:08x}, the manifest says {f.crc32:08x}")
+
+
+def _without_write_time(key: bytes, value: bytes) -> bytes:
+    """A value of RocksDB's TTL database without the 4-byte write time it appends."""
+    if len(value) < _DB_TTL_SUFFIX:
+        raise StorageError(f"value of key {key.hex()} is too short to hold RocksDB's TTL write time")
+    return value[:-_DB_TTL_SUFFIX]
 
 
 class Txn:
@@ -336,6 +545,7 @@ class Txn:
         self.read_only = read_only
         self.overlay: dict[bytes, bytes | None] = {}
         self.shadow: dict[bytes, bytes | None] = {}
+        self.purged: set[bytes] = set()  # shadow keys the full-snapshot cleanup deleted
         self.key_delta = 0
         self.overlay_bytes = 0
         self.deferred_error: TtlStateError | None = None
@@ -367,14 +577,30 @@ class Txn:
             self.store.txns.discard(self)
             self.overlay = {}
             self.shadow = {}
+            self.purged = set()
 
-    def preserve(self, keys):
-        """Record the current values of `keys` before another transaction overwrites them."""
+    def preserve(self, keys, purged: bool = False):
+        """Record the current values of `keys` before another transaction overwrites them
+        (or, `purged`, the full-snapshot cleanup deletes them)."""
         db_get = self.store.db.get
         shadow = self.shadow
         for key in keys:
             if key not in shadow:
                 shadow[key] = db_get(key)
+        if purged and not self.read_only:
+            self.purged.update(keys)
+
+    def purged_written(self) -> tuple[int, TsHistogram]:
+        """Entries the full-snapshot cleanup deleted under this transaction that it then
+        wrote: its deltas count them as present, the store no longer does, so they go
+        back into the store's count and histogram (their pre-images) at commit."""
+        hist = TsHistogram()
+        if not self.purged:
+            return 0, hist
+        keys = [k for k in self.purged if k in self.overlay]
+        for key in keys:
+            hist.add(codec.timestamp(self.shadow[key]))
+        return len(keys), hist
 
     def _base_get(self, key: bytes) -> bytes | None:
         shadow = self.shadow
@@ -457,6 +683,10 @@ class Txn:
 
     @property
     def num_keys(self) -> int:
+        purged, purged_hist = self.purged_written()
+        if purged:
+            purged_hist.merge(self.hist_delta)
+            return self.store.visible_keys(self.now(), purged_hist, self.key_delta + purged)
         return self.store.visible_keys(self.now(), self.hist_delta, self.key_delta)
 
     def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -546,19 +776,6 @@ class Txn:
         self.cursor = key if it.valid() else b""
         del it
         self._hint_expired -= self.expired_incremental - found
-
-
-class _Counted:
-    """Wraps an iterable and counts what passed through."""
-
-    def __init__(self, items):
-        self.items = items
-        self.n = 0
-
-    def __iter__(self):
-        for item in self.items:
-            self.n += 1
-            yield item
 
 
 def _migrated(records, to_ttl: bool, restore_ts: int):

@@ -13,7 +13,7 @@ import socket
 import threading
 from typing import Callable
 
-from . import conf
+from . import conf, manifest
 from . import protocol as p
 from .errors import AuthError, ProtocolError, TtlStateError, UnknownHandleError
 from .store import Store, Txn
@@ -49,7 +49,7 @@ class Worker:
             p.ITER_CLOSE: self.op_iter_close, p.STATS: self.op_stats,
             p.COMMIT: self.op_commit, p.ABORT: self.op_abort,
             p.SNAPSHOT: self.op_snapshot, p.CLOSE: self.op_close, p.PING: self.op_ping,
-            p.MAINTAIN: self.op_maintain,
+            p.MAINTAIN: self.op_maintain, p.MANIFEST_FILES: self.op_manifest_files,
         }
 
     def _new_handle(self) -> int:
@@ -97,12 +97,14 @@ class Worker:
         return p.ok().u32(handle).str_pairs((k, str(v)) for k, v in sorted(settings.items()))
 
     def op_load(self, h, r):
-        version, batch_ts = r.i64(), r.i64()
-        files = [(r.u8(), r.i64(), r.str()) for _ in range(r.count(13))]
+        version, batch_ts, manifest_version, manifest_path = r.i64(), r.i64(), r.i64(), r.str()
+        ssts = dict(p.read_ssts(r))
+        changelogs = p.read_changelogs(r)
         r.end()
         store = self._store(h)
         self._forget_txns_of(store)
-        return p.ok().i64(store.load(version, files, batch_ts))
+        return p.ok().i64(store.load(version, batch_ts, manifest_version, manifest_path,
+                                     ssts, changelogs))
 
     def op_begin(self, h, r):
         version, read_only, batch_ts = r.i64(), r.bool(), r.i64()
@@ -233,10 +235,22 @@ class Worker:
         return p.ok()
 
     def op_snapshot(self, h, r):
-        path = r.str()
+        directory = r.str()
         r.end()
-        version, size, num_keys = self._store(h).snapshot(path)
-        return p.ok().i64(version).i64(size).i64(num_keys)
+        version, num_keys, manifest_path, ssts = self._store(h).snapshot(directory)
+        w = p.ok().i64(version).i64(num_keys).str(manifest_path).u32(len(ssts))
+        for name, path, size in ssts:
+            w.str(name).str(path).i64(size)
+        return w
+
+    def op_manifest_files(self, h, r):
+        path, version = r.str(), r.i64()
+        r.end()
+        m = manifest.read(path, version)
+        w = p.ok().u32(len(m.ssts))
+        for f in m.ssts:
+            w.str(f.name).i64(f.size)
+        return w
 
     def op_close(self, h, r):
         delete_files = r.bool()

@@ -91,10 +91,17 @@ class Client:
                       .str(store_name).str_pairs(confs))
         return r.u32(), dict(r.str_pairs())
 
-    def load(self, store: int, version: int, files, batch_ts: int = -1) -> int:
-        w = p.request(p.LOAD, store).i64(version).i64(batch_ts).u32(len(files))
-        for kind, file_version, path in files:
-            w.u8(kind).i64(file_version).str(path)
+    def load(self, store: int, version: int, manifest_version: int = 0, manifest_path: str = "",
+             ssts=(), changelogs=(), batch_ts: int = -1) -> int:
+        """`ssts`: (sstName, path) pairs or a dict; `changelogs`: (version, path) pairs."""
+        ssts = list(ssts.items()) if isinstance(ssts, dict) else list(ssts)
+        w = (p.request(p.LOAD, store).i64(version).i64(batch_ts).i64(manifest_version)
+             .str(manifest_path).u32(len(ssts)))
+        for name, path in ssts:
+            w.str(name).str(path)
+        w.u32(len(changelogs))
+        for file_version, path in changelogs:
+            w.i64(file_version).str(path)
         return self.call(w).i64()
 
     def begin(self, store: int, version: int, read_only=False, batch_ts: int = -1) -> int:
@@ -140,9 +147,15 @@ class Client:
         r = self.call(p.request(p.COMMIT, txn).i64(version).str(path))
         return r.i64(), r.i64(), r.i64(), r.bool(), _read_metrics(r)
 
-    def snapshot(self, store: int, path: str):
-        r = self.call(p.request(p.SNAPSHOT, store).str(path))
-        return r.i64(), r.i64(), r.i64()
+    def snapshot(self, store: int, directory: str):
+        """(version, numKeys, manifestPath, [(sstName, path, size)])."""
+        r = self.call(p.request(p.SNAPSHOT, store).str(directory))
+        version, num_keys, manifest_path = r.i64(), r.i64(), r.str()
+        return version, num_keys, manifest_path, [(r.str(), r.str(), r.i64()) for _ in range(r.u32())]
+
+    def manifest_files(self, path: str, version: int) -> list[tuple[str, int]]:
+        r = self.call(p.request(p.MANIFEST_FILES, 0).str(path).i64(version))
+        return [(r.str(), r.i64()) for _ in range(r.u32())]
 
     def maintain(self, store: int):
         self.call(p.request(p.MAINTAIN, store))

@@ -1,6 +1,8 @@
 """The Python store service through its socket: real processes, real RocksDB, real files."""
 
 import os
+import re
+import shutil
 import signal
 import time
 
@@ -90,21 +92,116 @@ def test_prefix_iteration_in_chunks_tolerates_writes(svc, tmp_path):
     assert c.items(t, b"p2/") == [(b"p2/1", b"y")]
 
 
+def _commit(c, h, version, records, path):
+    t = c.begin(h, version - 1)
+    c.write(t, records)
+    return c.commit(t, version, path)
+
+
 def test_load_rebuilds_from_snapshot_and_changelogs(svc, tmp_path):
     c, h = _store(svc, "src")
-    files = []
     for v in range(1, 4):
-        t = c.begin(h, v - 1)
-        c.write(t, [(b"k%d" % v, b"v%d" % v), (b"k1", b"upd%d" % v)])
-        c.commit(t, v, str(tmp_path / f"{v}.changelog"))
-    version, size, count = c.snapshot(h, str(tmp_path / "3.snapshot"))
-    assert (version, size > 0, count) == (3, True, 3)
+        _commit(c, h, v, [(b"k%d" % v, b"v%d" % v), (b"k1", b"upd%d" % v)], str(tmp_path / f"{v}.changelog"))
+    version, num_keys, manifest_path, ssts = c.snapshot(h, str(tmp_path / "snap-3"))
+    assert (version, num_keys) == (3, 3)
+    assert manifest_path.startswith(str(tmp_path / "snap-3")) and os.path.isfile(manifest_path)
+    assert ssts and all(os.path.getsize(path) == size for _, path, size in ssts)
+    assert all(re.fullmatch(r"\d{6}-[0-9a-f]{16}\.sst", name) for name, _, _ in ssts)
+    assert c.manifest_files(manifest_path, 3) == [(name, size) for name, _, size in ssts]
+    _commit(c, h, 4, [(b"k4", b"v4"), (b"k2", None)], str(tmp_path / "4.changelog"))
+    expected = c.items(c.begin(h, 4, True))
+
     c2, h2 = _store(svc, "dst")
-    n = c2.load(h2, 3, [(p.FILE_CHANGELOG, v, str(tmp_path / f"{v}.changelog")) for v in (1, 2, 3)])
-    assert n == 3
-    via_log = c2.items(c2.begin(h2, 3, True))
-    n = c2.load(h2, 3, [(p.FILE_SNAPSHOT, 3, str(tmp_path / "3.snapshot"))])
-    assert n == 3 and c2.items(c2.begin(h2, 3, True)) == via_log == c.items(c.begin(h, 3, True))
+    via_log = [(v, str(tmp_path / f"{v}.changelog")) for v in (1, 2, 3, 4)]
+    assert c2.load(h2, 4, changelogs=via_log) == 3
+    assert c2.items(c2.begin(h2, 4, True)) == expected
+    cached = tmp_path / "cache"  # the JVM hands the worker its own copies of the SSTs
+    cached.mkdir()
+    given = {}
+    for name, path, _ in ssts:
+        shutil.copyfile(path, cached / name)
+        given[name] = str(cached / name)
+    shutil.rmtree(tmp_path / "snap-3/rocksdb")  # the JVM deletes the snapshot directory
+    assert c2.load(h2, 4, 3, manifest_path, given, [(4, str(tmp_path / "4.changelog"))]) == 3
+    assert c2.items(c2.begin(h2, 4, True)) == expected
+    assert c2.load(h2, 3, 3, manifest_path, given) == 3
+    assert c2.get(c2.begin(h2, 3, True), b"k2") == b"v2"
+
+
+def test_commit_without_changelog_then_snapshot(svc, tmp_path):
+    """checkpoint.mode=snapshot: COMMIT with an empty path writes nothing, fileBytes 0."""
+    c, h = _store(svc)
+    num_keys, size, _ = _commit(c, h, 1, [(b"a", b"1")], "")
+    assert (num_keys, size) == (1, 0)
+    assert os.listdir(tmp_path) == []
+    _, _, manifest_path, ssts = c.snapshot(h, str(tmp_path / "s1"))
+    c2, h2 = _store(svc, "other")
+    assert c2.load(h2, 1, 1, manifest_path, {n: p for n, p, _ in ssts}) == 1
+    assert c2.get(c2.begin(h2, 1, True), b"a") == b"1"
+
+
+def test_snapshot_lists_every_sst_and_reuses_names(svc, tmp_path):
+    c, h = _store(svc)
+    _commit(c, h, 1, [(b"k%05d" % i, b"x" * 50) for i in range(5000)], "")
+    first = c.snapshot(h, str(tmp_path / "s1"))[3]
+    _commit(c, h, 2, [(b"k%05d" % i, b"y") for i in range(0, 5000, 100)], "")
+    second = c.snapshot(h, str(tmp_path / "s2"))[3]
+    old = {name for name, _, _ in first}
+    new = {name for name, _, _ in second}
+    assert old < new and len(new - old) == 1
+    with pytest.raises(WorkerError) as e:  # the snapshot directory must not exist
+        c.snapshot(h, str(tmp_path / "s2"))
+    assert "s2" in str(e.value)
+
+
+@pytest.mark.parametrize("damage", ["size", "bitflip", "missing", "not-given"])
+def test_load_refuses_a_damaged_sst_naming_it(svc, tmp_path, damage):
+    c, h = _store(svc)
+    _commit(c, h, 1, [(b"k%05d" % i, b"v" * 20) for i in range(2000)], "")
+    _, _, manifest_path, ssts = c.snapshot(h, str(tmp_path / "s1"))
+    name, path, size = ssts[0]
+    given = {n: p for n, p, _ in ssts}
+    data = bytearray(open(path, "rb").read())
+    os.unlink(path)  # a hard link of the live database: never write through it
+    if damage == "size":
+        open(path, "wb").write(data + b"\0")
+    elif damage == "bitflip":
+        data[size // 2] ^= 0x01
+        open(path, "wb").write(data)
+    elif damage == "not-given":
+        del given[name]
+    c2, h2 = _store(svc, "other")
+    with pytest.raises(WorkerError) as e:
+        c2.load(h2, 1, 1, manifest_path, given)
+    assert e.value.error_class == "TTLSTATE_CORRUPT_FILE"
+    assert name in str(e.value) and "version 1" in str(e.value)
+    if damage != "not-given":
+        assert path in str(e.value)
+    with pytest.raises(WorkerError) as e:  # the failed load left the store at no version
+        c2.begin(h2, 1)
+    assert e.value.error_class == "TTLSTATE_VERSION_MISMATCH"
+    assert c2.load(h2, 0) == 0 and c2.items(c2.begin(h2, 0, True)) == []
+
+
+def test_manifest_files_checks_the_manifest(svc, tmp_path):
+    c, h = _store(svc)
+    _commit(c, h, 1, [(b"a", b"1")], "")
+    _, _, manifest_path, ssts = c.snapshot(h, str(tmp_path / "s1"))
+    c0 = svc.connect(1)  # any worker, no store
+    assert c0.manifest_files(manifest_path, 1) == [(n, s) for n, _, s in ssts]
+    for path, version, reason in [(manifest_path, 2, "expected version 2"),
+                                  (str(tmp_path / "none.manifest"), 1, "does not exist")]:
+        with pytest.raises(WorkerError) as e:
+            c0.manifest_files(path, version)
+        assert e.value.error_class == "TTLSTATE_CORRUPT_FILE" and reason in str(e.value)
+        assert path in str(e.value)
+    data = bytearray(open(manifest_path, "rb").read())
+    data[10] ^= 1
+    open(manifest_path, "wb").write(data)
+    with pytest.raises(WorkerError) as e:
+        c0.manifest_files(manifest_path, 1)
+    assert "checksum" in str(e.value)
+    assert c0.call(p.request(p.PING, 0)) is not None  # an error reply, not a closed connection
 
 
 @pytest.mark.parametrize("damage", ["truncate", "bitflip", "missing"])
@@ -124,7 +221,7 @@ def test_corrupt_files_name_the_file_and_version(svc, tmp_path, damage):
         path.unlink()
     c2, h2 = _store(svc, "other")
     with pytest.raises(WorkerError) as e:
-        c2.load(h2, 1, [(p.FILE_CHANGELOG, 1, str(path))])
+        c2.load(h2, 1, changelogs=[(1, str(path))])
     assert e.value.error_class == "TTLSTATE_CORRUPT_FILE"
     assert str(path) in str(e.value) and "version 1" in str(e.value)
 

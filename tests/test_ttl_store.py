@@ -12,7 +12,6 @@ import time
 import pytest
 
 from ttlstate import statefile
-from ttlstate.protocol import FILE_CHANGELOG, FILE_SNAPSHOT
 from ttlstate.store import (METRIC_EXPIRED_BY_COMPACTION, METRIC_EXPIRED_INCREMENTAL,
                             METRIC_EXPIRED_ON_READ, METRIC_TTL_MS, Store)
 from ttlstate.ttl import ManualClock
@@ -32,7 +31,7 @@ class Versions:
     def __init__(self, tmp_path, config: TtlConfig, name="s", clock=None):
         self.tmp = tmp_path
         self.store = Store(name, str(tmp_path / name), config, clock)
-        self.files: list[tuple[int, int, str]] = []
+        self.files: list[tuple[int, str]] = []  # changelogs (version, path)
 
     def txn(self, batch_ts: int, read_only=False):
         return self.store.begin(self.store.version, read_only, batch_ts)
@@ -41,7 +40,7 @@ class Versions:
         v = self.store.version + 1
         path = str(self.tmp / f"{self.store.store_id}-{v}.changelog")
         n, _ = self.store.commit(txn, v, path)
-        self.files.append((FILE_CHANGELOG, v, path))
+        self.files.append((v, path))
         return n
 
     def write(self, batch_ts: int, puts=(), removes=()):
@@ -108,7 +107,7 @@ def test_cleanup_on_read_deletes_and_is_durable(mk):
     v.commit(t)
     assert v.store.num_keys == 1  # a is gone from RocksDB, b stays until someone looks
     w = mk(ttl(1000, **NO_BACKGROUND), name="reloaded")
-    w.store.load(2, v.files, 2000)
+    w.store.load(2, 2000, changelogs=v.files)
     assert w.store.num_keys == 1
 
 
@@ -200,12 +199,13 @@ def test_full_snapshot_leaves_expired_entries_out(mk, tmp_path):
                          full_snapshot=full), name=f"full-{full}")
         v.write(0, puts=[b"old%04d" % i for i in range(500)])
         v.write(2000, puts=[b"new%04d" % i for i in range(100)])
-        path = str(tmp_path / f"snap-{full}")
-        version, size, count = v.store.snapshot(path)
-        assert count == (100 if full else 600)
-        sizes[full] = size
+        version, count, path, ssts = v.store.snapshot(str(tmp_path / f"snap-{full}"))
+        assert (version, count) == (2, 100 if full else 600)
+        sizes[full] = sum(size for _, _, size in ssts)
         w = mk(TtlConfig(ttl_ms=1000, compaction_filter=False), name=f"reload-{full}")
-        assert w.store.load(2, [(FILE_SNAPSHOT, 2, path)], 2000) == count
+        assert w.store.load(2, 2000, 2, path, {name: p for name, p, _ in ssts}) == count
+        assert sum(1 for _ in w.store.db.keys()) == count  # what the SSTs hold, counted
+        assert sum(f["num_entries"] for f in w.store.db.live_files()) == count  # no tombstones
         assert w.txn(2000, read_only=True).num_keys == 100
     assert sizes[True] < sizes[False] / 2
 
@@ -214,7 +214,7 @@ def test_turning_ttl_on_migrates_with_the_restore_time(mk):
     plain = mk(TtlConfig(), name="plain")
     plain.write(-1, puts=[b"a", b"b"])
     on = mk(ttl(1000, **NO_BACKGROUND), name="on")
-    assert on.store.load(1, plain.files, 50_000) == 2
+    assert on.store.load(1, 50_000, changelogs=plain.files) == 2
     assert on.store.migrated
     t = on.txn(50_999, read_only=True)
     assert t.get(b"a") == b"v-a" and t.num_keys == 2
@@ -224,13 +224,15 @@ def test_turning_ttl_on_migrates_with_the_restore_time(mk):
     assert on.store.migrated
     on.store.snapshot(str(on.tmp / "on-2.snapshot"))
     assert not on.store.migrated
+    on.write(50_200, puts=[b"d"])
+    assert not on.store.migrated
 
 
 def test_turning_ttl_off_strips_timestamps(mk):
     with_ttl = mk(ttl(1000, **NO_BACKGROUND), name="ttl")
     with_ttl.write(0, puts=[b"a"])
     off = mk(TtlConfig(), name="off")
-    off.store.load(1, with_ttl.files, 10**9)
+    off.store.load(1, 10**9, changelogs=with_ttl.files)
     assert off.txn(-1, read_only=True).get(b"a") == b"v-a"  # not 8 bytes of timestamp + value
 
 
@@ -238,11 +240,11 @@ def test_files_record_layout_clock_and_cursor(mk):
     v = mk(TtlConfig(ttl_ms=1000, compaction_filter=False, incremental_size=5))
     v.write(0, puts=[b"k%04d" % i for i in range(3000)])
     v.write(7000, puts=[b"x"])
-    meta, records = statefile.read(v.files[-1][2], FILE_CHANGELOG, 2)
+    meta, records = statefile.read(v.files[-1][1], 2)
     list(records)
     assert meta.layout == statefile.LAYOUT_TTL and meta.batch_ts == 7000 and meta.cursor
     w = mk(TtlConfig(ttl_ms=1000, compaction_filter=False), name="reload")
-    w.store.load(2, v.files, 7000)
+    w.store.load(2, 7000, changelogs=v.files)
     assert (w.store.batch_ts, w.store.cursor) == (7000, meta.cursor)
     assert w.store.num_keys == v.store.num_keys
 
@@ -272,7 +274,7 @@ def test_compaction_filter_keeps_entries_the_batch_clock_sees_live(mk):
     old = int(time.time() * 1000) - 60_000  # the replayed batch is a minute old
     v.write(old, puts=[b"k%04d" % i for i in range(100)])
     w = mk(cfg, name="replay")
-    w.store.load(1, v.files, old + 500)  # RocksDB TTL = ttl + margin + 60 s of lag
+    w.store.load(1, old + 500, changelogs=v.files)  # RocksDB TTL = ttl + margin + 60 s of lag
     w.store.db.flush()
     time.sleep(1.5)
     w.store.maintain()

@@ -18,10 +18,13 @@ OUT = pathlib.Path(__file__).with_name("frames.tsv")
 
 def vectors():
     R = p.request
-    yield "hello", R(p.HELLO, 0).bytes(bytes.fromhex("00ff10")).u16(2)
+    yield "hello", R(p.HELLO, 0).bytes(bytes.fromhex("00ff10")).u16(3)
     yield "open", R(p.OPEN, 0).str("op=0,part=3,name=default").str("/tmp/é/x").i64(3).str("left-keyToNumValues").str_pairs(
         [("spark.sql.streaming.stateStore.ttlstate.writeBatchBytes", "1024")])
-    yield "load", R(p.LOAD, 7).i64(12).i64(1700000000123).u32(2).u8(1).i64(10).str("/d/10.snapshot").u8(2).i64(11).str("/d/11.changelog")
+    yield "load", (R(p.LOAD, 7).i64(12).i64(1700000000123).i64(9).str("/d/9.manifest")
+                   .u32(1).str("000009-3fa2b4c5d6e7f801.sst").str("/c/sst/000009-3fa2b4c5d6e7f801.sst")
+                   .u32(2).i64(10).str("/d/10.changelog").i64(11).str("/d/11_é.changelog"))
+    yield "load-empty", R(p.LOAD, 7).i64(1).i64(-1).i64(0).str("").u32(0).u32(1).i64(1).str("/d/1.changelog")
     yield "begin", R(p.BEGIN, 7).i64(-1 & 0x7FFFFFFFFFFFFFFF).u8(1).i64(-1)
     yield "write-batch", R(p.WRITE_BATCH, 9).u32(2).u8(1).bytes(b"k1").bytes(b"").u8(2).bytes(b"k2")
     yield "get", R(p.GET, 9).bytes(b"\x00\x01\xfe")
@@ -32,10 +35,11 @@ def vectors():
     yield "stats", R(p.STATS, 9)
     yield "commit", R(p.COMMIT, 9).i64(5).str("/l/5.changelog")
     yield "abort", R(p.ABORT, 9)
-    yield "snapshot", R(p.SNAPSHOT, 7).str("/l/5.snapshot")
+    yield "snapshot", R(p.SNAPSHOT, 7).str("/l/snap-5")
     yield "close", R(p.CLOSE, 7).u8(1)
     yield "ping", R(p.PING, 0)
     yield "maintain", R(p.MAINTAIN, 7)
+    yield "manifest-files", R(p.MANIFEST_FILES, 0).str("/d/9.manifest").i64(9)
     yield "bad-unknown-op", p.Writer().u8(0x7F).u32(0)
     yield "bad-truncated-bytes", R(p.GET, 1).u32(10).u8(1)
     yield "bad-trailing", R(p.PING, 0).u8(0)
@@ -43,6 +47,7 @@ def vectors():
     yield "bad-bool", R(p.BEGIN, 1).i64(1).u8(2).i64(0)
     yield "bad-record-kind", R(p.WRITE_BATCH, 1).u32(1).u8(3).bytes(b"k")
     yield "bad-utf8", R(p.SNAPSHOT, 1).bytes(b"\xff\xfe")
+    yield "bad-manifest-files-truncated", R(p.MANIFEST_FILES, 0).str("/d/9.manifest").u32(9)
 
 
 def canonical(body: bytes) -> str:
