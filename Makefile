@@ -2,7 +2,10 @@
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JAR := provider/jars/ttlstate-shim.jar
-JAVA_SOURCES := $(shell find jvm-shim/src -name '*.java' 2>/dev/null) build.gradle $(shell find jvm-shim/src -name "*.scala")
+JAVA_SOURCES := $(shell find jvm-shim/src/main -name '*.java' 2>/dev/null) build.gradle $(shell find jvm-shim/src/main -name "*.scala")
+# The test suite's FileSystem (faulty: scheme), used only by tests (tests/conftest.py).
+TESTFS_JAR := jvm-shim/build/libs/ttlstate-testfs.jar
+TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) build.gradle
 
 .PHONY: setup deps jar demo test test-quick clean
 
@@ -14,11 +17,15 @@ deps:
 	@command -v javac >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q openjdk-17-jdk-headless; }
 	$(PYTHON) -m pip install -q -e '.[test]'
 
-jar: $(JAR)
+jar: $(JAR) $(TESTFS_JAR)
 
 $(JAR): $(JAVA_SOURCES)
 	gradle --offline -q jar -Ppython=$(PYTHON)
 	@test -f $(JAR)
+
+$(TESTFS_JAR): $(TESTFS_SOURCES)
+	gradle --offline -q testfsJar -Ppython=$(PYTHON)
+	@test -f $(TESTFS_JAR)
 
 demo: setup
 	$(PYTHON) -m ttlstate.demo

@@ -116,3 +116,35 @@ def ttlstate_jar():
 def candidate():
     """Class name of the provider under test (ttlstate unless TTLSTATE_E2E_CANDIDATE says)."""
     return CANDIDATE
+
+
+# ---------------------------------------------------------------------------------------
+# The test FileSystem (io.ttlstate.testfs.FaultyFileSystem, scheme `faulty:`): see
+# tests/checkpoint_queries.py. Its jar is built by `make jar` into jvm-shim/build/libs/.
+
+_TESTFS_ENTRY = "io/ttlstate/testfs/FaultyFileSystem.class"
+
+
+def testfs_jar_checked() -> str:
+    """The test FileSystem jar, checked; fails the test with what to do when it is missing."""
+    import checkpoint_queries
+
+    try:
+        jar = checkpoint_queries.testfs_jar()
+    except FileNotFoundError as e:
+        pytest.fail(str(e), pytrace=False)
+    with zipfile.ZipFile(jar) as z:
+        if _TESTFS_ENTRY not in z.namelist():
+            pytest.fail(f"The test FileSystem jar {jar} has no {_TESTFS_ENTRY}: run `make jar`.",
+                        pytrace=False)
+    return jar
+
+
+@pytest.fixture(scope="session")
+def testfs_jar():
+    """Path of the test FileSystem jar (scheme `faulty:`). A JVM's classpath is fixed when it
+    starts, so sessions that use it are built with it from the start:
+    `checkpoint_queries.testfs_session_confs(jar)` gives the builder confs (`spark.jars`,
+    `spark.driver.extraClassPath`, `spark.hadoop.fs.faulty.impl`), and
+    `checkpoint_queries.run_subprocess` runs steps in such a session in a fresh JVM."""
+    return testfs_jar_checked()
