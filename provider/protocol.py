@@ -47,6 +47,8 @@ STATUS_ERROR = 1
 RECORD_PUT = 1
 RECORD_REMOVE = 2
 
+FILE_CHANGELOG = 2  # state-file kind byte (1 was the full-dump snapshot, no longer written)
+
 _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")

@@ -21,15 +21,14 @@ from typing import Iterable, Iterator
 import zstandard
 
 from .errors import CorruptFileError
-from .protocol import RECORD_PUT, RECORD_REMOVE
+from .protocol import FILE_CHANGELOG, RECORD_PUT, RECORD_REMOVE
 
 MAGIC = b"TTLSTAT2"
 _HEAD = struct.Struct("<8sBq")
 _META = struct.Struct("<BqI")  # valueLayout, batchTimestampMs, cursor length (cursor follows)
 _LEN = struct.Struct("<I")
 _TAIL = struct.Struct("<BQI")
-CHANGELOG = 2  # the kind byte (1 was the retired full-dump snapshot; values stay fixed)
-KIND_NAMES = {1: "full-dump snapshot", CHANGELOG: "changelog"}
+KIND_NAMES = {1: "full-dump snapshot (no longer supported)", FILE_CHANGELOG: "changelog"}
 
 LAYOUT_PLAIN = 0  # values as Spark wrote them
 LAYOUT_TTL = 1  # an 8-byte big-endian timestamp before each value (ttlstate.ttl.codec)
@@ -45,10 +44,10 @@ class FileMeta:
     cursor: bytes = b""  # where the incremental TTL cleanup goes on
 
 
-def write(path: str, version: int, records: Iterable[tuple[bytes, bytes | None]],
+def write(path: str, kind: int, version: int, records: Iterable[tuple[bytes, bytes | None]],
           meta: FileMeta = FileMeta(), level: int = 3) -> int:
-    """Write the changelog of `version`: `records` are (key, value), or (key, None) for a
-    remove. Returns the file size.
+    """Write a file of `kind` (FILE_CHANGELOG) and `version`: `records` are (key, value),
+    or (key, None) for a remove. Returns the file size.
 
     The file is written to `path` + ".tmp" and renamed, so a reader never sees half a file.
     """
@@ -63,7 +62,7 @@ def write(path: str, version: int, records: Iterable[tuple[bytes, bytes | None]]
                 nonlocal crc
                 crc = zlib.crc32(b, crc)
                 out.write(b)
-            emit(_HEAD.pack(MAGIC, CHANGELOG, version))
+            emit(_HEAD.pack(MAGIC, kind, version))
             emit(_META.pack(meta.layout, meta.batch_ts, len(meta.cursor)) + meta.cursor)
             pack_len = _LEN.pack
             for key, value in records:
@@ -95,9 +94,8 @@ class _CrcSink:
         self.raw.flush()
 
 
-def read(path: str, version: int) -> tuple[FileMeta, Iterator[tuple[bytes, bytes | None]]]:
-    """The meta and the records of the changelog of `version`, checking magic, kind,
-    version, count and CRC.
+def read(path: str, kind: int, version: int) -> tuple[FileMeta, Iterator[tuple[bytes, bytes | None]]]:
+    """The meta and the records of a file, checking magic, kind, version, count and CRC.
 
     The whole file is checked (CRC, then record count) before the caller applies it:
     a damaged file raises `CorruptFileError` and never yields a wrong record silently.
@@ -120,11 +118,11 @@ def read(path: str, version: int) -> tuple[FileMeta, Iterator[tuple[bytes, bytes
         what = ("a state file of an older ttlstate format" if magic.startswith(b"TTLSTAT")
                 else "not a ttlstate state file")
         raise CorruptFileError(path, version, f"bad magic ({what})")
-    if fkind != CHANGELOG or fversion != version:
+    if fkind != kind or fversion != version:
         raise CorruptFileError(
             path, version,
             f"holds a {KIND_NAMES.get(fkind, f'file of kind {fkind}')} of version {fversion}, "
-            f"expected the changelog of version {version}")
+            f"expected a {KIND_NAMES.get(kind, kind)} of version {version}")
     body_end = len(data) - _TAIL.size
     marker, count, crc = _TAIL.unpack_from(data, body_end)
     if marker != 0 or zlib.crc32(memoryview(data)[:body_end + 9]) != crc:

@@ -33,6 +33,7 @@ from rocksdict import (AccessType, BottommostLevelCompaction, Checkpoint, Compac
 from . import manifest, statefile
 from .errors import CorruptFileError, StorageError, TtlStateError, VersionMismatchError
 from .manifest import Manifest, SstFile
+from .protocol import FILE_CHANGELOG
 from .statefile import LAYOUT_PLAIN, LAYOUT_TTL, FileMeta
 from .ttl import MAX_TS, TtlTimeProvider, WallClock, expired
 from .ttl import codec
@@ -253,7 +254,7 @@ class Store:
 
     def _replay(self, path: str, version: int, restore_ts: int):
         """Apply the changelog of `version` (migrating its values if it has another layout)."""
-        meta, records = statefile.read(path, version)
+        meta, records = statefile.read(path, FILE_CHANGELOG, version)
         ttl = bool(self.ttl_ms)
         if meta.layout != self.layout:
             self.migrated = True
@@ -302,7 +303,7 @@ class Store:
                 other.preserve(overlay.keys())
         size = 0
         if changelog_path:
-            size = statefile.write(changelog_path, new_version, overlay.items(),
+            size = statefile.write(changelog_path, FILE_CHANGELOG, new_version, overlay.items(),
                                    FileMeta(self.layout, now, txn.cursor))
         batch = WriteBatch(raw_mode=True)
         for key, value in overlay.items():

@@ -12,6 +12,8 @@ import time
 import pytest
 
 from ttlstate import statefile
+from ttlstate.errors import CorruptFileError
+from ttlstate.protocol import FILE_CHANGELOG
 from ttlstate.store import (METRIC_EXPIRED_BY_COMPACTION, METRIC_EXPIRED_INCREMENTAL,
                             METRIC_EXPIRED_ON_READ, METRIC_TTL_MS, Store)
 from ttlstate.ttl import ManualClock
@@ -240,13 +242,20 @@ def test_files_record_layout_clock_and_cursor(mk):
     v = mk(TtlConfig(ttl_ms=1000, compaction_filter=False, incremental_size=5))
     v.write(0, puts=[b"k%04d" % i for i in range(3000)])
     v.write(7000, puts=[b"x"])
-    meta, records = statefile.read(v.files[-1][1], 2)
+    meta, records = statefile.read(v.files[-1][1], FILE_CHANGELOG, 2)
     list(records)
     assert meta.layout == statefile.LAYOUT_TTL and meta.batch_ts == 7000 and meta.cursor
     w = mk(TtlConfig(ttl_ms=1000, compaction_filter=False), name="reload")
     w.store.load(2, 7000, changelogs=v.files)
     assert (w.store.batch_ts, w.store.cursor) == (7000, meta.cursor)
     assert w.store.num_keys == v.store.num_keys
+
+
+def test_a_full_dump_snapshot_file_is_refused(tmp_path):
+    path = str(tmp_path / "3.snapshot")
+    statefile.write(path, 1, 3, [(b"k", b"v")])  # kind 1: the snapshot of issue 2
+    with pytest.raises(CorruptFileError, match="holds a full-dump snapshot .* of version 3"):
+        list(statefile.read(path, FILE_CHANGELOG, 3)[1])
 
 
 def test_compaction_filter_drops_expired_entries_in_maintenance(mk):
