@@ -396,17 +396,21 @@ class Store:
         if self.ttl_ms and self.ttl.full_snapshot:
             self._purge_expired()
         os.makedirs(directory)
-        checkpoint = os.path.join(directory, "rocksdb")
-        Checkpoint(self.db).create_checkpoint(checkpoint)  # flushes the memtable first
-        if self._count_compaction_drops():
-            self._recount()
-        ssts, inline = self._checkpoint_files(checkpoint)
-        m = Manifest(version=self.version, num_keys=self.num_keys, layout=self.layout,
-                     db_ttl=self.db_ttl, batch_ts=self.batch_ts, cursor=self.cursor,
-                     histogram=tuple(sorted(self.hist.counts.items())), ssts=tuple(ssts),
-                     inline=inline)
-        path = os.path.join(directory, f"{self.version}.manifest")
-        manifest.write(path, m)
+        try:
+            checkpoint = os.path.join(directory, "rocksdb")
+            Checkpoint(self.db).create_checkpoint(checkpoint)  # flushes the memtable first
+            if self._count_compaction_drops():
+                self._recount()
+            ssts, inline = self._checkpoint_files(checkpoint)
+            m = Manifest(version=self.version, num_keys=self.num_keys, layout=self.layout,
+                         db_ttl=self.db_ttl, batch_ts=self.batch_ts, cursor=self.cursor,
+                         histogram=tuple(sorted(self.hist.counts.items())), ssts=tuple(ssts),
+                         inline=inline)
+            path = os.path.join(directory, f"{self.version}.manifest")
+            manifest.write(path, m)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
         self.migrated = False
         return (self.version, self.num_keys, path,
                 [(f.name, os.path.join(checkpoint, f.local), f.size) for f in ssts])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import time
 
 import pytest
@@ -125,6 +126,18 @@ def test_snapshot_is_a_checkpoint_with_a_manifest(mk, tmp_path):
         lin.store.snapshot(str(tmp_path / "snap"))
 
 
+def test_snapshot_of_an_empty_store(mk):
+    lin = mk("a", TTL_DB)
+    assert lin.snapshot() == (0, 0, [])
+    lin.commit(puts=[b"a"], changelog=False)
+    lin.commit(removes=[b"a"], changelog=False)
+    version, num_keys, names = lin.snapshot()
+    assert (version, num_keys) == (2, 0)
+    other = _new_store(mk, "b", TTL_DB)
+    assert lin.load_into(other, 2, 2) == 0 and _entries(other) == []
+    assert lin.load_into(other, 0, 0) == 0
+
+
 def test_round_trip_with_changelogs_after_the_snapshot(mk):
     lin = mk("a", TTL)
     lin.commit(puts=[b"k%04d" % i for i in range(500)])
@@ -198,6 +211,29 @@ def test_load_links_ssts_into_a_fresh_directory(mk):
         assert os.stat(os.path.join(other.db_dir, sst.local)).st_ino == cached.stat().st_ino
     assert len(dirs) == 3
     assert os.listdir(other.local_dir) == [os.path.basename(other.db_dir)]  # old ones deleted
+
+
+def test_load_copies_ssts_it_cannot_link(mk, tmp_path):
+    """An SST on another file system (EXDEV) is copied, and still checked."""
+    other_fs = "/dev/shm"
+    if not os.path.isdir(other_fs) or os.stat(other_fs).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs a second file system")
+    lin = mk("a", PLAIN)
+    lin.commit(puts=[b"k%04d" % i for i in range(1000)], changelog=False)
+    lin.snapshot()
+    m = manifest.read(str(lin.root / "1.manifest"))
+    away = tempfile.mkdtemp(dir=other_fs)
+    try:
+        ssts = {}
+        for f in m.ssts:
+            ssts[f.name] = shutil.copyfile(lin.root / "sst" / f.name, os.path.join(away, f.name))
+        other = _new_store(mk, "b")
+        assert other.load(1, NOW, 1, str(lin.root / "1.manifest"), ssts) == 1000
+        assert len(_entries(other)) == 1000
+        local = os.path.join(other.db_dir, m.ssts[0].local)
+        assert os.stat(local).st_ino != os.stat(ssts[m.ssts[0].name]).st_ino
+    finally:
+        shutil.rmtree(away)
 
 
 @pytest.mark.parametrize("damage", ["size", "bitflip", "missing", "not-given"])
