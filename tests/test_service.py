@@ -183,6 +183,24 @@ def test_load_refuses_a_damaged_sst_naming_it(svc, tmp_path, damage):
     assert c2.load(h2, 0) == 0 and c2.items(c2.begin(h2, 0, True)) == []
 
 
+def test_load_of_another_layout_asks_for_a_snapshot(svc, tmp_path):
+    """TTL turned on across a restart: the manifest of the plain store is migrated, and
+    COMMIT answers snapshotWanted until a snapshot of the new layout is written."""
+    c, h = _store(svc, "plain")
+    _commit(c, h, 1, [(b"a", b"1")], "")
+    _, _, manifest_path, ssts = c.snapshot(h, str(tmp_path / "s1"))
+    c2 = svc.connect(0)
+    h2, _ = c2.open("ttl", os.path.join(svc.dir, "stores", "ttl"), [(CONF + "ttl", "1h")])
+    assert c2.load(h2, 1, 1, manifest_path, {n: p for n, p, _ in ssts}, batch_ts=10_000) == 1
+    t = c2.begin(h2, 1, batch_ts=10_000)
+    assert c2.get(t, b"a") == b"1"
+    c2.write(t, [(b"b", b"2")])
+    assert c2.commit_full(t, 2, "")[3] is True
+    c2.snapshot(h2, str(tmp_path / "s2"))
+    t = c2.begin(h2, 2, batch_ts=10_001)
+    assert c2.commit_full(t, 3, "")[3] is False
+
+
 def test_manifest_files_checks_the_manifest(svc, tmp_path):
     c, h = _store(svc)
     _commit(c, h, 1, [(b"a", b"1")], "")
