@@ -15,7 +15,8 @@ tests.
 Steps (dicts, `"do"` names the kind):
 - `run`: one query (Trigger.AvailableNow, one input file per batch, foreachBatch sink),
   with optional faults set on the test FileSystem first; records the sink rows of every
-  batch, the progress, the error (message and JVM stack trace) and the FileSystem counters.
+  batch, the progress, the error (message and JVM stack trace), the FileSystem counters and
+  the files of the store directories right after the query ended (`store_files`).
   `settle` waits after the run until the store directories hold exactly what retention
   must keep (`retention_report`), then records that report.
 - `read_state`: the aggregation state of given batch ids through Spark's `statestore` data
@@ -483,7 +484,8 @@ def _step_run(spark, step: dict) -> dict:
            "batches": {str(b): st.sort_rows(r) for b, r in sorted(batches.items())},
            "progress": progress, "error": error, "error_trace": trace,
            "fs": _fs_counts(fs, step.get("count", {})),
-           "injected": list(fs.injected()), "pending_faults": fs.pendingFaults()}
+           "injected": list(fs.injected()), "pending_faults": fs.pendingFaults(),
+           "store_files": {n: list_files(d) for n, d in store_dirs(step["checkpoint"]).items()}}
     fs.clearFaults()
     settle = step.get("settle")
     if settle:

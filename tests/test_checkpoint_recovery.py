@@ -1,0 +1,152 @@
+"""Local recovery and mode switches (issue 4, acceptance).
+
+Local recovery: a query restarted on the same machine downloads nothing when its local
+files are intact, in the same JVM and in a fresh one: the first batch after the restart
+reports `ttlstateDownloadedBytes` 0 and `ttlstateReusedFiles` > 0 (summed over the state
+operators of the batch), and the test FileSystem saw no byte read from the store
+directories during the whole run. Deleting the local cache directory forces a download
+(> 0 bytes, and bytes read through the FileSystem) and still gives the rows of the exact
+model. Four runs on one `faulty:` checkpoint and one cache directory, four batches each:
+A and B in one subprocess JVM, C and D (after deleting the cache) in a second one; once
+in `changelog` mode (snapshots from maintenance every 2 changelogs), once in `snapshot`.
+
+Mode switch: `changelog` -> `snapshot` -> `changelog` across restarts of one checkpoint
+(`file:`, the shared session; each run with an empty cache directory, so each restart
+loads what the other mode wrote from the checkpoint) gives the model's rows, and each run
+wrote the files of its mode.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import checkpoint_queries as cq
+import streaming as st
+
+pytestmark = pytest.mark.slow
+
+PER_RUN = 4
+BATCHES = cq.agg_batches(4 * PER_RUN, 30, 150, seed=77)
+MODES = ["changelog", "snapshot"]
+
+
+def _span(i):
+    return i * PER_RUN, (i + 1) * PER_RUN
+
+
+@pytest.fixture(scope="module")
+def recovery_runs(testfs_jar, tmp_path_factory):
+    root = tmp_path_factory.mktemp("recovery")
+    jvm1, jvm2 = [], []
+    for mode in MODES:
+        d = root / mode
+        ck, cache, inputs = d / "ck", d / "cache", d / "in"
+        store_rx = re.escape(str(ck)) + cq.STORE_FILES_REGEX
+        run = dict(do="run", query="sum_by_key", inputs=[str(inputs)], checkpoint=cq.faulty(ck),
+                   confs={cq.MODE: mode, cq.CACHE_DIR: str(cache), cq.MIN_DELTAS: "2"},
+                   count={"store": store_rx})
+
+        def add(steps, i, name):
+            lo, hi = _span(i)
+            steps.append(dict(do="write_batches", dir=str(inputs), batches=BATCHES,
+                              start=lo, stop=hi))
+            steps.append(dict(run, name=f"{mode}_{name}"))
+
+        add(jvm1, 0, "A")
+        add(jvm1, 1, "B_same_jvm")
+        add(jvm2, 2, "C_fresh_jvm")
+        jvm2.append(dict(do="rmtree", path=str(cache)))
+        add(jvm2, 3, "D_cache_deleted")
+    confs = {cq.MAINTENANCE_INTERVAL: "1s"}
+    first = cq.check_steps(cq.run_subprocess({"tag": "recovery-1", "steps": jvm1,
+                                              "session_confs": confs}, root / "work"))
+    second = cq.check_steps(cq.run_subprocess({"tag": "recovery-2", "steps": jvm2,
+                                               "session_confs": confs}, root / "work"))
+    out = {}
+    for i, mode in enumerate(MODES):
+        a, b = cq.Run(first[4 * i + 1]), cq.Run(first[4 * i + 3])
+        c, removed, d = cq.Run(second[5 * i + 1]), second[5 * i + 2], cq.Run(second[5 * i + 4])
+        out[mode] = (a, b, c, removed, d)
+    return out
+
+
+def _first_batch(run: cq.Run, expected: int) -> int:
+    ids = run.batch_ids()
+    assert ids and ids[0] == expected, f"{run.name}: batches {ids}, expected to start at {expected}"
+    return ids[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_restart_with_intact_local_files_downloads_nothing(recovery_runs, mode):
+    a, b, c, _, _ = recovery_runs[mode]
+    for r in (a, b, c):
+        r.check()
+    assert {cq.DOWNLOADED, cq.REUSED} <= a.metric_names(), sorted(a.metric_names())
+    for run, start, where in ((b, PER_RUN, "same JVM"), (c, 2 * PER_RUN, "fresh JVM")):
+        first = _first_batch(run, start)
+        downloaded = run.metric(first, cq.DOWNLOADED)
+        reused = run.metric(first, cq.REUSED)
+        assert downloaded == 0, (f"{mode}, restart in the {where}: the first batch downloaded "
+                                 f"{downloaded} bytes although the local files are intact")
+        assert reused is not None and reused > 0, (
+            f"{mode}, restart in the {where}: ttlstateReusedFiles {reused} in the first batch")
+        assert run.fs["store"]["read"] == 0, (
+            f"{mode}, restart in the {where}: {run.fs['store']['read']} bytes were read from "
+            f"the store directories through the FileSystem ({run.fs['store']})")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_deleted_local_files_are_downloaded_with_identical_results(recovery_runs, mode):
+    a, b, c, removed, d = recovery_runs[mode]
+    for r in (a, b, c, d):
+        r.check()
+    assert removed["existed"], f"{mode}: the local cache directory was never created"
+    first = _first_batch(d, 3 * PER_RUN)
+    downloaded = d.metric(first, cq.DOWNLOADED)
+    assert downloaded is not None and downloaded > 0, (
+        f"{mode}: with the local cache deleted the first batch downloaded {downloaded} bytes")
+    assert d.fs["store"]["read"] > 0, d.fs
+    expected, _ = cq.model_sum_by_key(BATCHES)
+    got = cq.merged_rows(a, b, c, d)
+    assert got == expected, f"{mode}: rows differ from the model:\n{got}\n!=\n{expected}"
+
+
+def test_mode_switch_across_restarts(spark, tmp_path):
+    """changelog -> snapshot -> changelog on one checkpoint gives the model's rows."""
+    inputs, ck = tmp_path / "in", tmp_path / "ck"
+    plan = ["changelog", "snapshot", "changelog"]
+    batches = BATCHES[:len(plan) * PER_RUN]
+    results, layouts = [], []
+    for i, mode in enumerate(plan):
+        lo, hi = _span(i)
+        cq.write_batches(inputs, batches, lo, hi)
+        r = st.run_query(spark, st.TTLSTATE, cq.sum_by_key, "update", inputs, ck,
+                         sink="foreach_batch",
+                         confs={cq.MODE: mode, cq.CACHE_DIR: str(tmp_path / f"cache-{i}")})
+        results.append(r)
+        layouts.append({n: cq.list_files(d) for n, d in cq.store_dirs(ck).items()})
+        assert sorted(r.batches) == list(range(lo, hi)), (mode, sorted(r.batches))
+        if i > 0:  # a fresh cache: the restart loaded the other mode's files from the checkpoint
+            downloaded = sum(op.get("customMetrics", {}).get(cq.DOWNLOADED, 0)
+                             for op in r.progress[0].get("stateOperators", []))
+            assert downloaded > 0, (f"run {i} ({mode}): first batch downloaded {downloaded} "
+                                    "bytes with an empty cache directory")
+    expected, _ = cq.model_sum_by_key(batches)
+    got = dict(sorted(st.merge_runs(*results).batches.items()))
+    assert got == expected, f"rows differ from the model:\n{got}\n!=\n{expected}"
+
+    # each run wrote its mode's files: changelogs for its versions, or manifests and none
+    for i, mode in enumerate(plan):
+        lo, hi = _span(i)
+        for store, files in layouts[i].items():
+            manifests, changelogs = cq.versions_v1(files)
+            for v in range(lo + 1, hi + 1):
+                if mode == "changelog":
+                    assert v in changelogs, (f"run {i} ({mode}), store {store}: no changelog "
+                                             f"of version {v}: {sorted(files)}")
+                else:
+                    assert v in manifests and v not in changelogs, (
+                        f"run {i} ({mode}), store {store}: version {v} should have a manifest "
+                        f"and no changelog: {sorted(files)}")
