@@ -69,8 +69,10 @@ UPLOADED = "ttlstateUploadedBytes"
 V1_FILE = re.compile(r"^(\d+)\.(manifest|changelog)$")
 V2_MANIFEST = re.compile(r"^(\d+)_([0-9A-Za-z-]+)\.manifest$")
 V2_CHANGELOG = re.compile(r"^(\d+)_([0-9A-Za-z-]+)_([0-9A-Za-z-]+)\.changelog$")
-# a store directory of a query checkpoint: state/<operator>/<partition>[/<storeName>]
-STORE_FILES_REGEX = r"/state/\d+/\d+/"
+# files of the store directories of a query checkpoint, state/<operator>/<partition>[/<store>]/,
+# except Spark's own state schema file (state/<operator>/0/_metadata/schema)
+STORE_FILES_REGEX = r"/state/\d+/\d+/(?!_metadata/)"
+SPARK_METADATA_DIR = "_metadata"
 
 
 def testfs_jar() -> str:
@@ -261,9 +263,12 @@ def store_dirs(checkpoint, operator: int = 0) -> dict[str, pathlib.Path]:
 
 
 def list_files(d: pathlib.Path) -> dict[str, int]:
-    """{relative path: size} of every file under a store directory."""
+    """{relative path: size} of every file under a store directory, except Spark's own
+    `_metadata/` (the state schema file Spark keeps in partition 0's directory)."""
     out = {}
-    for dirpath, _, names in os.walk(d):
+    for dirpath, dirnames, names in os.walk(d):
+        if pathlib.Path(dirpath) == d and SPARK_METADATA_DIR in dirnames:
+            dirnames.remove(SPARK_METADATA_DIR)
         for n in names:
             p = pathlib.Path(dirpath) / n
             try:

@@ -6,6 +6,7 @@ with the provider's manifest writer, and the aggregation model and file-name hel
 from __future__ import annotations
 
 import pathlib
+import re
 
 import checkpoint_queries as cq
 from ttlstate import manifest
@@ -63,7 +64,8 @@ def test_changelog_mode_report(tmp_path):
 def test_no_manifest_keeps_every_changelog_and_crc_files_follow_their_file(tmp_path):
     d = tmp_path / "store"
     d.mkdir()
-    _touch(d, *[f"{v}.changelog" for v in range(1, 5)], ".3.changelog.crc", ".9.changelog.crc")
+    _touch(d, *[f"{v}.changelog" for v in range(1, 5)], ".3.changelog.crc", ".9.changelog.crc",
+           "_metadata/schema")  # Spark's schema file in partition 0: not the store's
     r = cq.retention_report(d, 2)
     assert r["base"] == 0 and r["extra"] == [".9.changelog.crc"]
     assert set(r["expected"]) == {"1.changelog", "2.changelog", "3.changelog", "4.changelog",
@@ -99,3 +101,6 @@ def test_helpers(tmp_path):
     assert sorted(cq.store_dirs(tmp_path / "ck")) == ["0/left-keyToNumValues",
                                                       "0/right-keyToNumValues"]
     assert cq.version_files(part / "left-keyToNumValues", 1) == ["1_a_0.changelog"]
+    rx = re.compile(cq.STORE_FILES_REGEX)
+    assert rx.search("/x/ck/state/0/3/sst/1-a.sst") and rx.search("/x/ck/state/1/0/4.changelog")
+    assert not rx.search("/x/ck/state/0/0/_metadata/schema")
