@@ -1,6 +1,6 @@
 package io.ttlstate.spark.protocol;
 
-/** Op codes, statuses and record/file kinds of the wire protocol (docs/PROTOCOL.md). */
+/** Op codes, statuses and record kinds of the wire protocol (docs/PROTOCOL.md). */
 public final class Op {
     private Op() {}
 
@@ -25,6 +25,7 @@ public final class Op {
     public static final int CLOSE = 0x0F;
     public static final int PING = 0x10;
     public static final int MAINTAIN = 0x11;
+    public static final int MANIFEST_FILES = 0x12;
 
     public static final int STATUS_OK = 0;
     public static final int STATUS_ERROR = 1;
@@ -32,12 +33,10 @@ public final class Op {
     public static final int RECORD_PUT = 1;
     public static final int RECORD_REMOVE = 2;
 
-    public static final int FILE_SNAPSHOT = 1;
-    public static final int FILE_CHANGELOG = 2;
-
     private static final String[] NAMES = {
         null, "HELLO", "OPEN", "LOAD", "BEGIN", "WRITE_BATCH", "GET", "MULTI_GET", "ITER_OPEN",
-        "ITER_NEXT", "ITER_CLOSE", "STATS", "COMMIT", "ABORT", "SNAPSHOT", "CLOSE", "PING", "MAINTAIN"
+        "ITER_NEXT", "ITER_CLOSE", "STATS", "COMMIT", "ABORT", "SNAPSHOT", "CLOSE", "PING", "MAINTAIN",
+        "MANIFEST_FILES"
     };
 
     /** The name of an op code, or null if the code is unknown. */

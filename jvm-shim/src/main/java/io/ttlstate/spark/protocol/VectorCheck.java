@@ -89,13 +89,18 @@ public final class VectorCheck {
             case Op.LOAD: {
                 f.put("version", r.i64());
                 f.put("batchTimestampMs", r.i64());
-                List<Object> files = new ArrayList<>();
-                for (int i = 0, n = r.count(13); i < n; i++) {
-                    long kind = r.u8();
-                    long version = r.i64();
-                    files.add(List.of(kind, version, r.str()));
+                f.put("manifestVersion", r.i64());
+                f.put("manifestPath", r.str());
+                List<Object> ssts = new ArrayList<>();
+                for (int i = 0, n = r.count(8); i < n; i++) {
+                    ssts.add(List.of(r.str(), r.str()));
                 }
-                f.put("files", files);
+                f.put("ssts", ssts);
+                List<Object> changelogs = new ArrayList<>();
+                for (int i = 0, n = r.count(12); i < n; i++) {
+                    changelogs.add(List.of(r.i64(), r.str()));
+                }
+                f.put("changelogs", changelogs);
                 break;
             }
             case Op.BEGIN:
@@ -146,7 +151,11 @@ public final class VectorCheck {
                 f.put("changelogPath", r.str());
                 break;
             case Op.SNAPSHOT:
+                f.put("dir", r.str());
+                break;
+            case Op.MANIFEST_FILES:
                 f.put("path", r.str());
+                f.put("version", r.i64());
                 break;
             case Op.CLOSE:
                 f.put("deleteFiles", r.bool());
