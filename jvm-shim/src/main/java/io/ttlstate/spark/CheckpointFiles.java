@@ -6,43 +6,58 @@ import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
+import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import org.apache.spark.sql.errors.QueryExecutionErrors;
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * A store's checkpoint directory ({@code StateStoreId.storeCheckpointLocation()}): lists its
- * {@code <v>.snapshot} / {@code <v>.changelog} files, plans loads and cleanups, and moves files
- * between it and local disk through Spark's {@link CheckpointFileManager} (atomic uploads).
+ * manifests, changelogs and {@code sst/} files, and moves files between it and local disk
+ * through Spark's {@link CheckpointFileManager}. Every upload is atomic and then verified by
+ * the file's status (DESIGN 21). Thread-safe: transfers run on the {@link TransferPool}.
  */
 final class CheckpointFiles {
     private static final Logger LOG = LoggerFactory.getLogger(CheckpointFiles.class);
-    private static final Pattern NAME = Pattern.compile("(\\d+)\\.(snapshot|changelog)");
-    static final String SNAPSHOT = "snapshot";
-    static final String CHANGELOG = "changelog";
+    static final String SST_DIR = "sst";
 
     private final Path dir;
+    private final Path sstDir;
     private final Configuration hadoopConf;
+    private final String store;
+    private final Set<Path> createdDirs = ConcurrentHashMap.newKeySet();
     private CheckpointFileManager fm;
-    private boolean dirCreated;
+    private FileSystem fs;
 
-    CheckpointFiles(Path dir, Configuration hadoopConf) {
+    /** {@code store} names the store in messages. */
+    CheckpointFiles(Path dir, Configuration hadoopConf, String store) {
         this.dir = dir;
+        this.sstDir = new Path(dir, SST_DIR);
         this.hadoopConf = hadoopConf;
+        this.store = store;
     }
 
     Path dir() {
         return dir;
+    }
+
+    Path stateFilePath(String name) {
+        return new Path(dir, name);
+    }
+
+    Path sstPath(String sstName) {
+        return new Path(sstDir, sstName);
     }
 
     private synchronized CheckpointFileManager fm() {
@@ -52,154 +67,199 @@ final class CheckpointFiles {
         return fm;
     }
 
-    Path path(long version, String kind) {
-        return new Path(dir, version + "." + kind);
+    private synchronized FileSystem fs() throws IOException {
+        if (fs == null) {
+            fs = dir.getFileSystem(hadoopConf);
+        }
+        return fs;
     }
 
-    /** The snapshot and changelog versions present, each sorted. */
-    static final class Listing {
-        final TreeMap<Long, FileStatus> snapshots = new TreeMap<>();
-        final TreeMap<Long, FileStatus> changelogs = new TreeMap<>();
+    /** The directory, fully qualified (scheme and authority), to identify the store stably. */
+    String qualifiedLocation() throws IOException {
+        return fs().makeQualified(dir).toString();
+    }
 
+    // ---- listing ------------------------------------------------------------------------
+
+    /** The state files of the directory, indexed for planning, and leftover temp files. */
+    static final class Listing {
+        final List<StateFile> files = new ArrayList<>();
+        final List<FileStatus> temps = new ArrayList<>();
+        private final TreeMap<Long, StateFile> v1Manifests = new TreeMap<>();
+        private final Map<Long, StateFile> v1Changelogs = new HashMap<>();
+        private final Map<String, StateFile> v2Manifests = new HashMap<>();
+        private final Map<String, StateFile> v2Changelogs = new HashMap<>();
+
+        void add(StateFile f) {
+            files.add(f);
+            boolean manifest = f.isManifest();
+            if (f.id == null) {
+                (manifest ? v1Manifests : v1Changelogs).put(f.version, f);
+            } else {
+                (manifest ? v2Manifests : v2Changelogs).put(f.version + "_" + f.id, f);
+            }
+        }
+
+        /** The newest v1 manifest at or below {@code version}, or null. */
+        StateFile floorManifest(long version) {
+            Map.Entry<Long, StateFile> e = v1Manifests.floorEntry(version);
+            return e == null ? null : e.getValue();
+        }
+
+        /** A state file of {@code version}: v1 if {@code id} is null, else the v2 one of that id. */
+        StateFile get(StateFile.Kind kind, long version, String id) {
+            boolean manifest = kind == StateFile.Kind.MANIFEST;
+            if (id == null) {
+                return (manifest ? v1Manifests : v1Changelogs).get(version);
+            }
+            return (manifest ? v2Manifests : v2Changelogs).get(version + "_" + id);
+        }
+
+        /** The most recently modified v2 file of {@code version}, or null. */
+        StateFile newestV2(long version) {
+            StateFile best = null;
+            for (StateFile f : files) {
+                if (f.id != null && f.version == version
+                        && (best == null || f.status.getModificationTime() > best.status.getModificationTime())) {
+                    best = f;
+                }
+            }
+            return best;
+        }
+
+        /** The highest version any state file has, 0 if none. */
         long latest() {
-            long s = snapshots.isEmpty() ? 0 : snapshots.lastKey();
-            long c = changelogs.isEmpty() ? 0 : changelogs.lastKey();
-            return Math.max(s, c);
+            long max = 0;
+            for (StateFile f : files) {
+                max = Math.max(max, f.version);
+            }
+            return max;
         }
     }
 
     Listing list() throws IOException {
         Listing l = new Listing();
-        CheckpointFileManager m = fm();
-        if (!m.exists(dir)) {
-            return l;
-        }
-        for (FileStatus st : m.list(dir)) {
-            Matcher mt = NAME.matcher(st.getPath().getName());
-            if (mt.matches()) {
-                long v = Long.parseLong(mt.group(1));
-                (SNAPSHOT.equals(mt.group(2)) ? l.snapshots : l.changelogs).put(v, st);
+        for (FileStatus st : listDir(dir)) {
+            StateFile f = st.isFile() ? StateFile.parse(st) : null;
+            if (f != null) {
+                l.add(f);
+            } else if (isTemp(st)) {
+                l.temps.add(st);
             }
         }
         return l;
     }
 
-    /** Files to load version {@code v}: the newest snapshot at or below it, then changelogs. */
-    static final class LoadPlan {
-        final long version;
-        /** Snapshot version, or 0 when starting from the empty version 0. */
-        final long snapshotVersion;
-        final List<FileStatus> files = new ArrayList<>();
-        final List<Long> fileVersions = new ArrayList<>();
-        final List<Boolean> isSnapshot = new ArrayList<>();
-
-        LoadPlan(long version, long snapshotVersion) {
-            this.version = version;
-            this.snapshotVersion = snapshotVersion;
-        }
-
-        void add(FileStatus f, long v, boolean snapshot) {
-            files.add(f);
-            fileVersions.add(v);
-            isSnapshot.add(snapshot);
-        }
+    /** The files of {@code sst/} by name, and leftover temp files there. */
+    static final class SstListing {
+        final Map<String, FileStatus> ssts = new HashMap<>();
+        final List<FileStatus> temps = new ArrayList<>();
     }
 
-    /**
-     * Plans the load of {@code version}; a missing file fails with
-     * {@code CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE} naming it.
-     */
-    LoadPlan plan(long version) throws IOException {
-        LoadPlan plan;
-        if (version == 0) {
-            return new LoadPlan(0, 0);
-        }
-        Listing l = list();
-        Map.Entry<Long, FileStatus> snap = l.snapshots.floorEntry(version);
-        long start = snap == null ? 0 : snap.getKey();
-        plan = new LoadPlan(version, start);
-        if (snap != null) {
-            plan.add(snap.getValue(), start, true);
-        }
-        for (long v = start + 1; v <= version; v++) {
-            FileStatus f = l.changelogs.get(v);
-            if (f == null) {
-                Path missing = path(v, CHANGELOG);
-                throw SparkErrors.sneaky(QueryExecutionErrors.failedToReadStreamingStateFileError(missing,
-                        new FileNotFoundException("State file " + missing + " of version " + v
-                                + " does not exist (needed to load version " + version + ")")));
+    SstListing listSsts() throws IOException {
+        SstListing l = new SstListing();
+        for (FileStatus st : listDir(sstDir)) {
+            if (isTemp(st)) {
+                l.temps.add(st);
+            } else if (st.isFile() && !st.getPath().getName().startsWith(".")) {
+                l.ssts.put(st.getPath().getName(), st);
             }
-            plan.add(f, v, false);
         }
-        return plan;
+        return l;
     }
 
-    /** Copies a checkpoint file to {@code local}; returns its size. */
-    long download(Path remote, java.nio.file.Path local) throws IOException {
-        Files.createDirectories(local.getParent());
-        try (InputStream in = fm().open(remote)) {
-            return Files.copy(in, local, StandardCopyOption.REPLACE_EXISTING);
-        }
-    }
-
-    /** Uploads {@code local} as {@code <version>.<kind>} atomically, replacing any old one; returns its size. */
-    long upload(java.nio.file.Path local, long version, String kind) throws IOException {
+    private FileStatus[] listDir(Path d) throws IOException {
         CheckpointFileManager m = fm();
-        if (!dirCreated) {
-            m.mkdirs(dir);
-            dirCreated = true;
-        }
-        Path target = path(version, kind);
-        CheckpointFileManager.CancellableFSDataOutputStream out = m.createAtomic(target, true);
+        return m.exists(d) ? m.list(d) : new FileStatus[0];
+    }
+
+    /** A temp file of {@link CheckpointFileManager#createAtomic} ({@code .<name>.<uuid>.tmp}). */
+    private static boolean isTemp(FileStatus st) {
+        String n = st.getPath().getName();
+        return st.isFile() && n.startsWith(".") && (n.endsWith(".tmp") || n.endsWith(".tmp.crc"));
+    }
+
+    // ---- transfers ----------------------------------------------------------------------
+
+    /**
+     * Uploads {@code local} to {@code target} atomically (replacing an older file), then
+     * checks that the file is there with the right length; returns its status. Any failure
+     * is a {@link CheckpointWriteException} naming the file and {@code version}.
+     */
+    FileStatus upload(java.nio.file.Path local, Path target, long version) throws IOException {
         long size;
+        Path parent = target.getParent();
         try {
-            size = Files.copy(local, out);
-            out.close();
+            if (createdDirs.add(parent)) {
+                fm().mkdirs(parent);
+            }
+            CheckpointFileManager.CancellableFSDataOutputStream out = fm().createAtomic(target, true);
+            try {
+                size = Files.copy(local, out);
+                out.close();
+            } catch (IOException | RuntimeException e) {
+                out.cancel();
+                throw e;
+            }
         } catch (IOException | RuntimeException e) {
-            out.cancel();
-            throw e;
+            createdDirs.remove(parent); // it may be gone: create it again next time
+            throw new CheckpointWriteException(target, version, store, "upload failed: " + e, e);
         }
-        return size;
-    }
-
-    void deleteIfExists(long version, String kind) throws IOException {
-        Path p = path(version, kind);
-        CheckpointFileManager m = fm();
-        if (m.exists(p)) {
-            m.delete(p);
+        FileStatus st;
+        try {
+            st = fs().getFileStatus(target);
+        } catch (FileNotFoundException e) {
+            throw new CheckpointWriteException(target, version, store,
+                    "the file is missing after its atomic upload (lost rename?)", e);
+        } catch (IOException e) {
+            throw new CheckpointWriteException(target, version, store, "cannot verify the upload: " + e, e);
         }
+        if (st.getLen() != size) {
+            throw new CheckpointWriteException(target, version, store, "the file has " + st.getLen()
+                    + " bytes after its upload, expected " + size, null);
+        }
+        return st;
     }
 
     /**
-     * Deletes what is not needed to recover the last {@code minVersionsToRetain} versions:
-     * snapshots and changelogs older than the newest snapshot at or below
-     * {@code latest - minVersionsToRetain + 1}. Deletes nothing if there is no such snapshot.
-     * Returns the number of files deleted.
+     * Copies {@code remote} to {@code local} (replacing it) and checks it got
+     * {@code expectedLength} bytes (-1: any); returns the length. A missing file is a
+     * {@link MissingCheckpointFileException}.
      */
-    int cleanup(int minVersionsToRetain) throws IOException {
-        Listing l = list();
-        long latest = l.latest();
-        if (latest == 0) {
-            return 0;
+    long download(Path remote, long expectedLength, java.nio.file.Path local) throws IOException {
+        long n;
+        try (InputStream in = fm().open(remote)) {
+            n = Files.copy(in, local, StandardCopyOption.REPLACE_EXISTING);
+        } catch (FileNotFoundException e) {
+            MissingCheckpointFileException missing = new MissingCheckpointFileException(remote,
+                    "Checkpoint file " + remote + " of " + store + " does not exist");
+            missing.initCause(e);
+            throw missing;
         }
-        long keepFrom = latest - Math.max(1, minVersionsToRetain) + 1;
-        Long base = l.snapshots.floorKey(keepFrom);
-        if (base == null) {
-            return 0;
+        if (expectedLength >= 0 && n != expectedLength) {
+            throw new IOException("Downloaded " + n + " bytes of checkpoint file " + remote + " of " + store
+                    + ", expected " + expectedLength);
         }
-        int deleted = 0;
-        CheckpointFileManager m = fm();
-        for (FileStatus f : l.snapshots.headMap(base, false).values()) {
-            m.delete(f.getPath());
-            deleted++;
+        return n;
+    }
+
+    /** Deletes a checkpoint file (nothing if it is missing). */
+    void delete(Path p) throws IOException {
+        fm().delete(p);
+    }
+
+    /** Deletes {@code paths}, logging failures (cleanup of a failed commit). */
+    void deleteQuietly(Collection<Path> paths) {
+        for (Path p : paths) {
+            try {
+                delete(p);
+            } catch (IOException | RuntimeException e) {
+                LOG.warn("Cannot delete {} of {} after a failed write", p, store, e);
+            }
         }
-        for (FileStatus f : l.changelogs.headMap(base, false).values()) {
-            m.delete(f.getPath());
-            deleted++;
-        }
-        if (deleted > 0) {
-            LOG.info("Deleted {} state files older than snapshot {} in {}", deleted, base, dir);
-        }
-        return deleted;
+    }
+
+    String store() {
+        return store;
     }
 }

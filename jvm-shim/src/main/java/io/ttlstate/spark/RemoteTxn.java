@@ -162,7 +162,7 @@ final class RemoteTxn {
         }
     }
 
-    /** COMMIT as {@code newVersion}, writing the changelog to {@code changelogPath}. */
+    /** COMMIT as {@code newVersion}, writing the changelog to {@code changelogPath} (empty: no changelog). */
     Committed commit(long newVersion, String changelogPath) {
         flush();
         FrameReader r;

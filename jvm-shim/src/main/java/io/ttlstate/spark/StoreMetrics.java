@@ -28,15 +28,18 @@ final class StoreMetrics {
     private static final Logger LOG = LoggerFactory.getLogger(StoreMetrics.class);
 
     static final StateStoreCustomMetric COMMIT_MS = new StateStoreCustomTimingMetric(
-            "ttlstateCommitMs", "ttlstate: time to commit a version (flush, changelog, upload)");
+            "ttlstateCommitMs", "ttlstate: time to commit a version (worker commit, uploads, snapshot at commit)");
     static final StateStoreCustomMetric LOAD_MS = new StateStoreCustomTimingMetric(
             "ttlstateLoadMs", "ttlstate: time to load a version from the checkpoint");
     static final StateStoreCustomMetric SNAPSHOT_MS = new StateStoreCustomTimingMetric(
-            "ttlstateSnapshotMs", "ttlstate: time to write and upload a snapshot at commit");
+            "ttlstateSnapshotMs", "ttlstate: time to take and upload an incremental snapshot at commit");
     static final StateStoreCustomMetric UPLOADED_BYTES = new StateStoreCustomSizeMetric(
             "ttlstateUploadedBytes", "ttlstate: bytes uploaded to the checkpoint", false);
     static final StateStoreCustomMetric UPLOADED_FILES = new StateStoreCustomSumMetric(
             "ttlstateUploadedFiles", "ttlstate: files uploaded to the checkpoint");
+    static final StateStoreCustomMetric REUSED_FILES = new StateStoreCustomSumMetric(
+            "ttlstateReusedFiles",
+            "ttlstate: SST files a snapshot did not upload (the checkpoint holds them) and files a load took from the local cache");
     static final StateStoreCustomMetric DOWNLOADED_BYTES = new StateStoreCustomSizeMetric(
             "ttlstateDownloadedBytes", "ttlstate: bytes downloaded from the checkpoint", false);
     static final StateStoreCustomMetric ROUND_TRIPS = new StateStoreCustomSumMetric(
@@ -61,7 +64,7 @@ final class StoreMetrics {
     private static final Set<String> UNKNOWN_LOGGED = ConcurrentHashMap.newKeySet();
 
     static final List<StateStoreCustomMetric> ALL = List.of(
-            COMMIT_MS, LOAD_MS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
+            COMMIT_MS, LOAD_MS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, REUSED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
             EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS);
 
     final AtomicLong commitMs = new AtomicLong();
@@ -69,6 +72,7 @@ final class StoreMetrics {
     final AtomicLong snapshotMs = new AtomicLong();
     final AtomicLong uploadedBytes = new AtomicLong();
     final AtomicLong uploadedFiles = new AtomicLong();
+    final AtomicLong reusedFiles = new AtomicLong();
     final AtomicLong downloadedBytes = new AtomicLong();
     final AtomicLong roundTrips = new AtomicLong();
     private final AtomicLongArray worker = new AtomicLongArray(WORKER.size());
@@ -82,6 +86,18 @@ final class StoreMetrics {
     void uploaded(long bytes) {
         uploadedBytes.addAndGet(bytes);
         uploadedFiles.incrementAndGet();
+    }
+
+    /** Adds what {@code other} (a read store's metrics) spent loading the version. */
+    void addLoad(StoreMetrics other) {
+        loadMs.addAndGet(other.loadMs.get());
+        downloadedBytes.addAndGet(other.downloadedBytes.get());
+        reusedFiles.addAndGet(other.reusedFiles.get());
+    }
+
+    /** Milliseconds since {@code startNanos}, rounded up: a step that ran never reports 0. */
+    static long millisSince(long startNanos) {
+        return (System.nanoTime() - startNanos + 999_999) / 1_000_000;
     }
 
     /**
@@ -113,6 +129,7 @@ final class StoreMetrics {
         m = m.updated(SNAPSHOT_MS, (Object) snapshotMs.get());
         m = m.updated(UPLOADED_BYTES, (Object) uploadedBytes.get());
         m = m.updated(UPLOADED_FILES, (Object) uploadedFiles.get());
+        m = m.updated(REUSED_FILES, (Object) reusedFiles.get());
         m = m.updated(DOWNLOADED_BYTES, (Object) downloadedBytes.get());
         m = m.updated(ROUND_TRIPS, (Object) roundTrips.get());
         for (int i = 0; i < WORKER.size(); i++) {

@@ -39,17 +39,17 @@ import scala.Option;
  * Spark state-store provider whose data lives in the ttlstate Python service (RocksDB).
  *
  * <p>One instance serves one {@link StateStoreId}. It holds one connection to the worker its
- * store is pinned to, knows which committed version the worker's local database holds, and
- * moves checkpoint files ({@code <v>.changelog}, {@code <v>.snapshot}) between the checkpoint
- * location and the worker's local directory. Task threads and maintenance threads share it;
- * its state is guarded by its monitor.
+ * store is pinned to and knows which committed version (and, in checkpoint format v2, which
+ * checkpoint id) the worker's local database holds; its {@link StoreCheckpoint} moves the
+ * checkpoint files (changelogs, manifests, SSTs). Task threads and maintenance threads share
+ * it; its state is guarded by its monitor.
  */
 public class TtlStateStoreProvider implements StateStoreProvider {
     private static final Logger LOG = LoggerFactory.getLogger(TtlStateStoreProvider.class);
     static final String PROVIDER_NAME = "TtlStateStoreProvider";
     private static final long RECONNECT_MILLIS = 15_000;
-    private static final String DOWNLOAD_DIR = "jvm-download";
     private static final String TMP_DIR = "jvm-tmp";
+    private static final int DEFAULT_TRANSFER_THREADS = 4;
     /** Suffixes of local directory and temp-file names; thread-safe, seeded once. */
     private static final SecureRandom RANDOM = new SecureRandom();
 
@@ -66,14 +66,22 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     private Map<String, String> ttlConfs;
     private String storeKey;
     private String localDirName;
-    private CheckpointFiles files;
+    /** Checkpoint format v2: unique checkpoint ids per version. */
+    private boolean checkpointIds;
+    private StoreCheckpoint checkpoint;
 
     // guarded by this
     private WorkerConnection conn;
     private long storeHandle;
     private Path localDir;
     private long loadedVersion = -1;
+    /** The checkpoint id of the loaded version (format v2; null for version 0 and in v1). */
+    private String loadedId;
     private long lastSnapshotVersion;
+    /** {@code checkpoint.mode=snapshot}: every commit is an incremental snapshot. */
+    private boolean snapshotMode;
+    /** What a read store's load cost, reported by the next write store (read stores have no metrics). */
+    private StoreMetrics pendingLoad;
     private int writeBatchBytes = 256 * 1024;
     private int iteratorChunkEntries = 1024;
     private boolean closed;
@@ -116,10 +124,6 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                      KeyStateEncoderSpec keyStateEncoderSpec, boolean useColumnFamilies,
                      StateStoreConf storeConfs, Configuration hadoopConf, boolean useMultipleValuesPerKey,
                      Option<StateSchemaProvider> stateSchemaProvider) {
-        if (storeConfs.enableStateStoreCheckpointIds()) {
-            throw SparkErrors.sneaky(StateStoreErrors.stateStoreCheckpointIdsNotSupported(
-                    PROVIDER_NAME + " does not support checkpointFormatVersion > 1"));
-        }
         if (useColumnFamilies) {
             throw SparkErrors.sneaky(StateStoreErrors.multipleColumnFamiliesNotSupported(PROVIDER_NAME));
         }
@@ -148,7 +152,11 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         RANDOM.nextBytes(suffix);
         this.localDirName = stateStoreId.operatorId() + "_" + stateStoreId.partitionId() + "_"
                 + sanitize(stateStoreId.storeName()) + "_" + HexFormat.of().formatHex(suffix);
-        this.files = new CheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf);
+        this.checkpointIds = storeConfs.enableStateStoreCheckpointIds();
+        String store = String.format("store op=%d,part=%d,name=%s", stateStoreId.operatorId(),
+                stateStoreId.partitionId(), stateStoreId.storeName());
+        this.checkpoint = new StoreCheckpoint(
+                new CheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf, store), stateStoreId, checkpointIds);
         PythonService.get(ttlConfs);
         LOG.info("Initialised {} (key prefix columns: {})", this, numPrefixCols);
     }
@@ -174,37 +182,39 @@ public class TtlStateStoreProvider implements StateStoreProvider {
 
     // ---- stores -------------------------------------------------------------------------
 
-    private void checkGetStore(long version, Option<String> uniqueId) {
+    /** Checks the arguments of getStore/getReadStore; returns the checkpoint id to load (null: any). */
+    private String checkGetStore(long version, Option<String> uniqueId) {
         if (version < 0) {
             throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(version));
         }
-        if (uniqueId.isDefined()) {
+        if (uniqueId.isDefined() && !checkpointIds) {
             throw SparkErrors.sneaky(StateStoreErrors.stateStoreCheckpointIdsNotSupported(PROVIDER_NAME
-                    + " does not support checkpointFormatVersion > 1 but a state store checkpointID is passed in"));
+                    + " runs with checkpointFormatVersion 1 but a state store checkpointID is passed in"));
         }
+        return version == 0 || uniqueId.isEmpty() ? null : uniqueId.get();
     }
 
     @Override
     public StateStore getStore(long version, Option<String> uniqueId, boolean forceSnapshotOnCommit,
                                boolean loadEmpty) {
-        checkGetStore(version, uniqueId);
+        String id = checkGetStore(version, uniqueId);
         if (loadEmpty) {
             throw SparkErrors.sneaky(StateStoreErrors.unsupportedOperationException(
                     "getStore", "Internal Error: " + PROVIDER_NAME + " doesn't support loadEmpty"));
         }
         StoreMetrics metrics = new StoreMetrics();
-        RemoteTxn txn = prepare(version, false, batchTimestampMs(version), metrics);
+        Prepared p = prepare(version, id, false, batchTimestampMs(version), metrics);
         LOG.debug("Opened write store of version {} for {}", version, this);
-        return new TtlWriteStore(this, version, txn, new KeyCodec(keySchema, numPrefixCols), metrics,
-                valueSchema.length(), forceSnapshotOnCommit);
+        return new TtlWriteStore(this, version, p.loadedId, p.txn, new KeyCodec(keySchema, numPrefixCols), metrics,
+                valueSchema.length(), forceSnapshotOnCommit, checkpointIds);
     }
 
     @Override
     public ReadStateStore getReadStore(long version, Option<String> uniqueId) {
-        checkGetStore(version, uniqueId);
+        String id = checkGetStore(version, uniqueId);
         StoreMetrics metrics = new StoreMetrics();
-        RemoteTxn txn = prepare(version, true, batchTimestampMs(version), metrics);
-        return new TtlReadStore(this, version, txn, new KeyCodec(keySchema, numPrefixCols), metrics,
+        Prepared p = prepare(version, id, true, batchTimestampMs(version), metrics);
+        return new TtlReadStore(this, version, p.txn, new KeyCodec(keySchema, numPrefixCols), metrics,
                 valueSchema.length());
     }
 
@@ -216,23 +226,42 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         return BatchClock.batchTimestampMs(stateStoreId.checkpointRootLocation(), version, hadoopConf);
     }
 
+    /** A transaction on a version and that version's checkpoint id. */
+    private static final class Prepared {
+        final RemoteTxn txn;
+        final String loadedId;
+
+        Prepared(RemoteTxn txn, String loadedId) {
+            this.txn = txn;
+            this.loadedId = loadedId;
+        }
+    }
+
     /**
-     * Connects and opens the store if needed, loads {@code version} unless it is loaded, and
-     * BEGINs; {@code batchTimestampMs} goes with both.
+     * Connects and opens the store if needed, loads {@code version} (of checkpoint id
+     * {@code id}, if given) unless it is loaded, and BEGINs; {@code batchTimestampMs} goes
+     * with both. A read store's load cost is handed to the next write store's metrics.
      */
-    private synchronized RemoteTxn prepare(long version, boolean readOnly, long batchTimestampMs,
-                                           StoreMetrics metrics) {
+    private synchronized Prepared prepare(long version, String id, boolean readOnly, long batchTimestampMs,
+                                          StoreMetrics metrics) {
         closed = false;
         for (int attempt = 0; ; attempt++) {
             try {
                 ensureOpen(metrics);
-                if (loadedVersion != version) {
-                    load(version, batchTimestampMs, metrics);
+                if (loadedVersion != version || (id != null && !id.equals(loadedId))) {
+                    load(version, id, batchTimestampMs, metrics);
+                    if (readOnly) {
+                        pendingLoad = metrics;
+                    }
+                }
+                if (!readOnly && pendingLoad != null) {
+                    metrics.addLoad(pendingLoad);
+                    pendingLoad = null;
                 }
                 RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, readOnly, batchTimestampMs,
                         writeBatchBytes, iteratorChunkEntries, metrics);
                 txn.onIteratorCreated = this::trackIterator;
-                return txn;
+                return new Prepared(txn, loadedId);
             } catch (UncheckedIOException e) {
                 if (attempt >= 1 || conn == null || !conn.isBroken()) {
                     throw e;
@@ -297,15 +326,28 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         loadedVersion = -1;
         writeBatchBytes = intSetting(resolved, "writeBatchBytes", writeBatchBytes);
         iteratorChunkEntries = intSetting(resolved, "iteratorChunkEntries", iteratorChunkEntries);
-        LOG.info("Opened {} on {} (writeBatchBytes={}, iteratorChunkEntries={})",
-                this, c, writeBatchBytes, iteratorChunkEntries);
+        snapshotMode = "snapshot".equalsIgnoreCase(setting(resolved, "checkpoint.mode"));
+        int transferThreads = intSetting(resolved, "checkpoint.transferThreads", DEFAULT_TRANSFER_THREADS);
+        TransferPool.ensureThreads(transferThreads);
+        String cacheDir = setting(resolved, "checkpoint.localCacheDir");
+        try {
+            checkpoint.useCacheRoot(cacheDir == null ? LocalFileCache.defaultRoot() : Path.of(cacheDir));
+        } catch (IOException e) {
+            throw new UncheckedIOException("Cannot set up the local checkpoint cache of " + this, e);
+        }
+        LOG.info("Opened {} on {} (writeBatchBytes={}, iteratorChunkEntries={}, checkpoint mode {}, "
+                        + "{} transfer threads, local cache {})", this, c, writeBatchBytes, iteratorChunkEntries,
+                snapshotMode ? "snapshot" : "changelog", transferThreads, checkpoint.cache());
+    }
+
+    /** A resolved setting of the OPEN reply by short name (or full key), or null. */
+    private static String setting(Map<String, String> resolved, String name) {
+        String v = resolved.get(name);
+        return v != null ? v : resolved.get(PythonService.CONF_PREFIX + name);
     }
 
     private static int intSetting(Map<String, String> resolved, String name, int dflt) {
-        String v = resolved.get(name);
-        if (v == null) {
-            v = resolved.get(PythonService.CONF_PREFIX + name);
-        }
+        String v = setting(resolved, name);
         if (v == null) {
             return dflt;
         }
@@ -323,90 +365,67 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             conn = null;
         }
         loadedVersion = -1;
+        loadedId = null;
     }
 
-    /** Rebuilds the worker's database at {@code version} from the checkpoint. */
-    private void load(long version, long batchTimestampMs, StoreMetrics metrics) {
-        long start = System.nanoTime();
+    /** Rebuilds the worker's database at {@code version} (checkpoint id {@code id}, null: any) from the checkpoint. */
+    private void load(long version, String id, long batchTimestampMs, StoreMetrics metrics) {
         loadedVersion = -1;
-        CheckpointFiles.LoadPlan plan;
+        loadedId = null;
+        StoreCheckpoint.Loaded l;
         try {
-            plan = files.plan(version);
-        } catch (IOException e) {
+            l = checkpoint.load(conn, storeHandle, version, id, batchTimestampMs, metrics);
+        } catch (MissingCheckpointFileException e) {
+            throw SparkErrors.sneaky(QueryExecutionErrors.failedToReadStreamingStateFileError(e.path, e));
+        } catch (IOException | WorkerException e) {
             throw SparkErrors.sneaky(QueryExecutionErrors.cannotLoadStore(e));
         }
-        Path downloads = localDir.resolve(DOWNLOAD_DIR);
-        List<Path> local = new ArrayList<>();
-        try {
-            FrameWriter w = FrameWriter.request(Op.LOAD, storeHandle)
-                    .i64(version).i64(batchTimestampMs).u32(plan.files.size());
-            for (int i = 0; i < plan.files.size(); i++) {
-                boolean snapshot = plan.isSnapshot.get(i);
-                Path dst = downloads.resolve(plan.files.get(i).getPath().getName());
-                metrics.downloadedBytes.addAndGet(files.download(plan.files.get(i).getPath(), dst));
-                local.add(dst);
-                w.u8(snapshot ? Op.FILE_SNAPSHOT : Op.FILE_CHANGELOG).i64(plan.fileVersions.get(i)).str(dst.toString());
-            }
-            metrics.roundTrip();
-            FrameReader r = conn.call(w);
-            long numKeys = RemoteTxn.checked(() -> {
-                long n = r.i64();
-                r.end();
-                return n;
-            });
-            loadedVersion = version;
-            lastSnapshotVersion = plan.snapshotVersion;
-            long ms = (System.nanoTime() - start) / 1_000_000;
-            metrics.loadMs.addAndGet(ms);
-            LOG.info("Loaded version {} of {} ({} files, {} keys) in {} ms",
-                    version, this, plan.files.size(), numKeys, ms);
-        } catch (IOException e) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.cannotLoadStore(e));
-        } catch (WorkerException e) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.cannotLoadStore(e));
-        } finally {
-            local.forEach(TtlStateStoreProvider::deleteQuietly);
-        }
+        loadedVersion = version;
+        loadedId = l.plan.id;
+        lastSnapshotVersion = l.plan.manifestVersion();
     }
 
     // ---- commit and snapshots -----------------------------------------------------------
 
     /**
-     * Commits {@code store}'s transaction as {@code version + 1}: COMMIT to a local changelog,
-     * upload it, drop a stale snapshot of that version, and snapshot it at once if
-     * {@code forceSnapshot} or the worker wants it. On failure the local version is forgotten,
-     * so the next getStore reloads from the checkpoint.
+     * Commits {@code store}'s transaction as {@code version + 1} (checkpoint id {@code newId}
+     * in format v2): COMMIT on the worker, then in changelog mode upload the changelog; in
+     * snapshot mode, or if {@code forceSnapshot} or the worker wants it, upload an incremental
+     * snapshot. On failure the local version is forgotten (the next getStore reloads) and the
+     * checkpoint files this commit started writing are deleted, so no version appears.
      */
-    synchronized RemoteTxn.Committed commitStore(TtlWriteStore store, boolean forceSnapshot)
+    synchronized RemoteTxn.Committed commitStore(TtlWriteStore store, String newId, boolean forceSnapshot)
             throws IOException {
         long newVersion = store.version() + 1;
-        Path changelog = tmpFile(newVersion + ".changelog");
+        java.nio.file.Path changelog = snapshotMode ? null : tmpFile(newVersion + ".changelog");
+        List<org.apache.hadoop.fs.Path> written = new ArrayList<>();
+        boolean durable = false;
         try {
-            long t0 = System.nanoTime();
-            RemoteTxn.Committed r = store.txn().commit(newVersion, changelog.toString());
-            loadedVersion = -1; // until the upload succeeded
-            long t1 = System.nanoTime();
-            store.metrics.uploaded(files.upload(changelog, newVersion, CheckpointFiles.CHANGELOG));
-            long t2 = System.nanoTime();
-            files.deleteIfExists(newVersion, CheckpointFiles.SNAPSHOT);
-            LOG.debug("Commit of version {} for {}: worker {} ms, upload {} ms, stale-snapshot check {} ms",
-                    newVersion, this, (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000,
-                    (System.nanoTime() - t2) / 1_000_000);
+            RemoteTxn.Committed r = store.txn().commit(newVersion, changelog == null ? "" : changelog.toString());
+            loadedVersion = -1; // until the version is durable
+            loadedId = null;
+            if (changelog != null) {
+                checkpoint.uploadChangelog(changelog, newVersion, newId, store.baseId(), store.metrics, written);
+            }
             if (lastSnapshotVersion >= newVersion) {
                 lastSnapshotVersion = 0; // unknown now; the next snapshot maintenance decides
             }
             loadedVersion = newVersion;
-            if (forceSnapshot || r.snapshotWanted) {
-                long start = System.nanoTime();
-                writeSnapshot(store.metrics);
-                store.metrics.snapshotMs.addAndGet((System.nanoTime() - start) / 1_000_000);
+            loadedId = newId;
+            if (changelog == null || forceSnapshot || r.snapshotWanted) {
+                snapshot(store.metrics, written);
             }
+            durable = true;
             return r;
-        } catch (IOException | RuntimeException e) {
-            loadedVersion = -1;
-            throw e;
         } finally {
-            deleteQuietly(changelog);
+            if (changelog != null) {
+                deleteQuietly(changelog);
+            }
+            if (!durable) {
+                loadedVersion = -1;
+                loadedId = null;
+                checkpoint.discard(written);
+            }
         }
     }
 
@@ -432,36 +451,23 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         }
     }
 
-    /** SNAPSHOTs the committed version and uploads it as {@code <v>.snapshot}. Caller holds the monitor. */
-    private void writeSnapshot(StoreMetrics metrics) throws IOException {
-        Path tmp = tmpFile("snapshot");
-        try {
-            if (metrics != null) {
-                metrics.roundTrip();
-            }
-            FrameReader r = conn.call(FrameWriter.request(Op.SNAPSHOT, storeHandle).str(tmp.toString()));
-            long[] s = RemoteTxn.checked(() -> {
-                long[] out = {r.i64(), r.i64(), r.i64()};
-                r.end();
-                return out;
-            });
-            long size = files.upload(tmp, s[0], CheckpointFiles.SNAPSHOT);
-            if (metrics != null) {
-                metrics.uploaded(size);
-            }
-            lastSnapshotVersion = s[0];
-            LOG.info("Uploaded snapshot of version {} ({} keys, {} bytes) for {}", s[0], s[2], size, this);
-        } finally {
-            deleteQuietly(tmp);
-        }
+    /** Uploads an incremental snapshot of the loaded version (named by its id in format v2). Caller holds the monitor. */
+    private void snapshot(StoreMetrics metrics, List<org.apache.hadoop.fs.Path> written) throws IOException {
+        checkpoint.snapshot(conn, storeHandle, loadedVersion, loadedId, tmpPath("snapshot"), metrics, written);
+        lastSnapshotVersion = loadedVersion;
     }
 
     private Path tmpFile(String name) throws IOException {
+        return tmpPath(name + ".tmp");
+    }
+
+    /** A fresh path (nothing there) in the store's JVM temp directory. */
+    private Path tmpPath(String name) throws IOException {
         Path dir = localDir.resolve(TMP_DIR);
         Files.createDirectories(dir);
         byte[] r = new byte[4];
         RANDOM.nextBytes(r);
-        return dir.resolve(name + "." + HexFormat.of().formatHex(r) + ".tmp");
+        return dir.resolve(HexFormat.of().formatHex(r) + "-" + name);
     }
 
     private static void deleteQuietly(Path p) {
@@ -483,22 +489,26 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     /** Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs followed the last snapshot. */
     @Override
     public synchronized void doSnapshotMaintenance() {
-        if (stateStoreId == null || conn == null || conn.isBroken() || loadedVersion <= 0) {
+        if (stateStoreId == null || closed || conn == null || conn.isBroken() || loadedVersion <= 0) {
             return;
         }
         if (loadedVersion - lastSnapshotVersion < storeConf.minDeltasForSnapshot()) {
             return;
         }
+        List<org.apache.hadoop.fs.Path> written = new ArrayList<>();
         try {
-            writeSnapshot(null);
-        } catch (IOException e) {
-            throw new UncheckedIOException("Snapshot maintenance of " + this + " failed", e);
+            snapshot(new StoreMetrics(), written);
+        } catch (IOException | RuntimeException e) {
+            checkpoint.discard(written);
+            throw new IllegalStateException("Snapshot maintenance of version " + loadedVersion + " of " + this
+                    + " failed", e);
         }
     }
 
     /**
      * MAINTAINs the loaded store on its worker (expired-entry compaction), then deletes
-     * checkpoint files not needed to recover the last {@code minVersionsToRetain} versions.
+     * checkpoint files not needed to recover the last {@code minVersionsToRetain} versions and
+     * prunes the local cache (SSTs only with a worker connection, to read the manifests).
      * MAINTAIN is here, not only in {@link #doMaintenance}, because Spark 4.3's periodic
      * maintenance calls the split methods; doMaintenance runs only with unloadOnCommit.
      */
@@ -508,8 +518,12 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             return;
         }
         maintainStore();
+        WorkerConnection c;
+        synchronized (this) {
+            c = closed || conn == null || conn.isBroken() ? null : conn;
+        }
         try {
-            files.cleanup(storeConf.minVersionsToRetain());
+            checkpoint.cleanup(storeConf.minVersionsToRetain(), c);
         } catch (IOException | RuntimeException e) {
             boolean loaded;
             synchronized (this) {
@@ -571,6 +585,8 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             conn = null;
         }
         loadedVersion = -1;
+        loadedId = null;
+        pendingLoad = null;
         LOG.info("Closed {}", this);
     }
 

@@ -1,5 +1,7 @@
 package io.ttlstate.spark;
 
+import java.util.UUID;
+
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.errors.QueryExecutionErrors;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
@@ -15,7 +17,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A writable store at {@code version}: writes go to the transaction's write-behind buffer;
- * {@code commit} makes {@code version + 1} durable through the provider.
+ * {@code commit} makes {@code version + 1} durable through the provider. In checkpoint format
+ * v2 each commit gets a new random checkpoint id, built on the id of {@code version}.
  */
 final class TtlWriteStore extends AbstractTtlStore implements StateStore {
     private static final Logger LOG = LoggerFactory.getLogger(TtlWriteStore.class);
@@ -23,14 +26,20 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
     private enum State { UPDATING, COMMITTED, ABORTED }
 
     private final boolean forceSnapshotOnCommit;
+    private final boolean checkpointIds;
+    /** The checkpoint id of {@code version} (format v2; null for version 0). */
+    private final String baseId;
+    private String committedId;
     private State state = State.UPDATING;
     private long committedNumKeys;
     private long committedMemoryBytes;
 
-    TtlWriteStore(TtlStateStoreProvider provider, long version, RemoteTxn txn, KeyCodec codec,
-                  StoreMetrics metrics, int numValueFields, boolean forceSnapshotOnCommit) {
+    TtlWriteStore(TtlStateStoreProvider provider, long version, String baseId, RemoteTxn txn, KeyCodec codec,
+                  StoreMetrics metrics, int numValueFields, boolean forceSnapshotOnCommit, boolean checkpointIds) {
         super(provider, version, txn, codec, metrics, numValueFields);
+        this.baseId = baseId;
         this.forceSnapshotOnCommit = forceSnapshotOnCommit;
+        this.checkpointIds = checkpointIds;
         StateStore.$init$(this);
     }
 
@@ -62,8 +71,9 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
         verifyUpdating("Cannot commit after already committed or aborted");
         long start = System.nanoTime();
         long newVersion;
+        String newId = checkpointIds ? UUID.randomUUID().toString() : null;
         try {
-            RemoteTxn.Committed r = provider.commitStore(this, forceSnapshotOnCommit);
+            RemoteTxn.Committed r = provider.commitStore(this, newId, forceSnapshotOnCommit);
             committedNumKeys = r.numKeys;
             committedMemoryBytes = r.memoryUsedBytes;
             newVersion = version + 1;
@@ -74,12 +84,15 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
             } catch (RuntimeException ignored) {
                 // the worker may have ended the transaction already
             }
-            throw SparkErrors.sneaky(QueryExecutionErrors.failedToCommitStateFileError(toString(), e));
+            // the cause's message in Spark's text, so the top-level error names file and version
+            String what = e.getMessage() == null ? toString() : toString() + " (" + e.getMessage() + ")";
+            throw SparkErrors.sneaky(QueryExecutionErrors.failedToCommitStateFileError(what, e));
         }
         state = State.COMMITTED;
-        metrics.commitMs.addAndGet((System.nanoTime() - start) / 1_000_000);
+        committedId = newId;
+        metrics.commitMs.addAndGet(StoreMetrics.millisSince(start));
         provider.reportCommit(newVersion);
-        LOG.info("Committed version {} for {}", newVersion, this);
+        LOG.info("Committed version {}{} for {}", newVersion, newId == null ? "" : " (" + newId + ")", this);
         return newVersion;
     }
 
@@ -152,10 +165,18 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
         return new StateStoreMetrics(numKeys, memory, metrics.toScala(), StoreMetrics.noInstanceMetrics());
     }
 
+    /**
+     * Format v1: {@code (partition, version + 1, None, None)}, also before commit (as HDFS).
+     * Format v2: the committed version's id and the id it was built on, only after commit.
+     */
     @Override
     public StateStoreCheckpointInfo getStateStoreCheckpointInfo() {
+        if (checkpointIds && state != State.COMMITTED) {
+            throw SparkErrors.sneaky(StateStoreErrors.stateStoreOperationOutOfOrder(
+                    "Cannot get checkpointInfo without committing the store"));
+        }
         return new StateStoreCheckpointInfo(id().partitionId(), version + 1,
-                scala.Option.empty(), scala.Option.empty());
+                scala.Option.apply(committedId), scala.Option.apply(baseId));
     }
 
     @Override
@@ -195,5 +216,10 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
     /** The transaction, for the provider's commit. */
     RemoteTxn txn() {
         return txn;
+    }
+
+    /** The checkpoint id of the version this store was loaded at (format v2), or null. */
+    String baseId() {
+        return baseId;
     }
 }
