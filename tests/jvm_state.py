@@ -9,14 +9,22 @@ from __future__ import annotations
 import uuid
 
 TTLSTATE = "io.ttlstate.spark.TtlStateStoreProvider"
+CONF = "spark.sql.streaming.stateStore."
+CACHE_DIR_KEY = CONF + "ttlstate.checkpoint.localCacheDir"
+MODE_KEY = CONF + "ttlstate.checkpoint.mode"
+FORMAT_KEY = CONF + "checkpointFormatVersion"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 KEY_DDL = "key1 STRING, key2 INT"
 VALUE_DDL = "value INT"
 
 
 class JvmState:
-    def __init__(self, spark):
+    """`cache_dir`: the ttlstate local checkpoint cache every `store_conf` uses (None: the
+    default under java.io.tmpdir)."""
+
+    def __init__(self, spark, cache_dir: str | None = None):
         self.spark = spark
+        self.cache_dir = cache_dir
         self.jvm = spark._jvm
         self.gw = spark.sparkContext._gateway
         j = self.jvm
@@ -75,6 +83,8 @@ class JvmState:
         conf = self.jvm.org.apache.spark.sql.internal.SQLConf()
         defaults = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "3",
                     "spark.sql.streaming.minBatchesToRetain": "2"}
+        if self.cache_dir is not None:
+            defaults[CACHE_DIR_KEY] = self.cache_dir
         for k, v in {**defaults, **sql}.items():
             conf.setConfString(k, str(v))
         return self.pkg.StateStoreConf.apply(conf)
@@ -94,8 +104,24 @@ class JvmState:
                conf if conf is not None else self.store_conf(), hadoop, multi, self.none)
         return p
 
-    def get_store(self, provider, version: int):
-        return provider.getStore(version, self.none, False, False)
+    def get_store(self, provider, version: int, unique_id: str | None = None, force_snapshot=False):
+        return provider.getStore(version, self.some(unique_id), force_snapshot, False)
+
+    def some(self, value):
+        """scala.Option of a Python value (None: scala.None)."""
+        return self.none if value is None else self.jvm.scala.Option.apply(value)
+
+    def custom_metrics(self, store) -> dict:
+        """{name: value} of a store's custom metrics."""
+        m = self.jvm.scala.jdk.javaapi.CollectionConverters.asJava(store.metrics().customMetrics())
+        return {k.name(): int(str(v)) for k, v in m.items()}
+
+    @staticmethod
+    def checkpoint_ids(store) -> tuple:
+        """(checkpoint id, base checkpoint id) of a committed store, each None if absent."""
+        info = store.getStateStoreCheckpointInfo()
+        opt = lambda o: None if o.isEmpty() else o.get()  # noqa: E731
+        return opt(info.stateStoreCkptId()), opt(info.baseStateStoreCkptId())
 
     def put(self, store, k1, k2, v):
         store.put(self.key(k1, k2), self.value(v), "default")

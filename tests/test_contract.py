@@ -2,17 +2,21 @@
 through py4j on the real provider, the real service and real checkpoint files."""
 
 import os
+import random
+import shutil
+import time
 
 import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import CapturedException
 
-from jvm_state import HDFS, TTLSTATE, JvmState, new_root
+from jvm_state import CACHE_DIR_KEY, FORMAT_KEY, HDFS, MODE_KEY, TTLSTATE, JvmState, new_root
 
 
 @pytest.fixture
-def js(spark):
-    return JvmState(spark)
+def js(spark, tmp_path):
+    """Provider-level driver whose stores keep their local checkpoint cache in the test's tmp."""
+    return JvmState(spark, cache_dir=str(tmp_path / "cache"))
 
 
 # A JVM exception reaches Python as py4j's error, or as PySpark's converted one.
@@ -218,9 +222,43 @@ def test_checkpoint_info_format_v1(js, tmp_path):
     assert info.stateStoreCkptId().isEmpty() and info.baseStateStoreCkptId().isEmpty()
 
 
+def _store_dir(root, op=0, part=0):
+    return os.path.join(root, str(op), str(part))
+
+
 def _files(root, op=0, part=0):
-    d = os.path.join(root, str(op), str(part))
-    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+    """Visible file names of a store directory (no Hadoop .crc side files, no sst/ dir)."""
+    d = _store_dir(root, op, part)
+    return sorted(n for n in os.listdir(d) if not n.startswith(".") and n != "sst") if os.path.isdir(d) else []
+
+
+def _ssts(root, op=0, part=0):
+    d = os.path.join(_store_dir(root, op, part), "sst")
+    return {n for n in os.listdir(d) if not n.startswith(".")} if os.path.isdir(d) else set()
+
+
+def _manifest_ssts(root, name, op=0, part=0):
+    from ttlstate import manifest
+    return {f.name for f in manifest.read(os.path.join(_store_dir(root, op, part), name)).ssts}
+
+
+def _versions(names, suffix):
+    return sorted(int(n.split(".")[0].split("_")[0]) for n in names if n.endswith(suffix))
+
+
+def _commit_random(js, p, version, rng, model, n=60, keys=200):
+    """One version of random puts and removes over `keys` keys, applied to `model` too."""
+    s = js.get_store(p, version)
+    for _ in range(n):
+        k = ("k", rng.randrange(keys))
+        if rng.random() < 0.8:
+            model[k] = rng.randrange(10_000)
+            js.put(s, *k, model[k])
+        else:
+            model.pop(k, None)
+            js.remove(s, *k)
+    assert s.commit() == version + 1
+    return s
 
 
 def test_maintenance_snapshots_and_retention(js, tmp_path):
@@ -233,30 +271,250 @@ def test_maintenance_snapshots_and_retention(js, tmp_path):
         js.put(s, "k", v, v)
         s.commit()
         p.doMaintenance()
-    names = [n for n in _files(root) if not n.startswith(".")]
-    assert any(n.endswith(".snapshot") for n in names)
+    names = _files(root)
+    manifests, changelogs = _versions(names, ".manifest"), _versions(names, ".changelog")
+    assert manifests and not any(n.endswith(".snapshot") for n in names)
+    base = max(m for m in manifests if m <= 11)  # newest manifest at or below 12 - 2 + 1
+    assert manifests == [m for m in manifests if m >= base], names
+    assert changelogs == list(range(base + 1, 13)), names  # every version after the base
     assert "1.changelog" not in names  # cleaned: not needed to recover versions 11-12
+    referenced = set().union(*(_manifest_ssts(root, f"{m}.manifest") for m in manifests))
+    assert _ssts(root) == referenced
     for v in (11, 12):  # the retained versions load in a fresh provider
         assert len(js.data(js.get_store(js.provider(root), v))) == v
-    snaps = [int(n.split(".")[0]) for n in names if n.endswith(".snapshot")]
-    assert min(snaps) <= 11
 
 
 def test_force_snapshot_on_commit(js, tmp_path):
     root = new_root(tmp_path)
     p = js.provider(root)
-    s = p.getStore(0, js.none, True, False)
+    s = js.get_store(p, 0, force_snapshot=True)
     js.put(s, "a", 1, 1)
     s.commit()
-    assert "1.snapshot" in _files(root) and "1.changelog" in _files(root)
+    assert _files(root) == ["1.changelog", "1.manifest"]
+    assert _ssts(root) == _manifest_ssts(root, "1.manifest") != set()
+    m = js.custom_metrics(s)
+    assert m["ttlstateSnapshotMs"] > 0 and m["ttlstateCommitMs"] >= m["ttlstateSnapshotMs"]
+    assert m["ttlstateUploadedFiles"] == 2 + len(_ssts(root))  # changelog, manifest, SSTs
+
+
+def test_snapshot_mode_uploads_only_new_ssts(js, tmp_path):
+    root = new_root(tmp_path)
+    conf = js.store_conf(**{MODE_KEY: "snapshot"})
+    p = js.provider(root, conf=conf)
+    s = js.get_store(p, 0)
+    for i in range(500):
+        js.put(s, "k", i, i)
+    s.commit()
+    assert _files(root) == ["1.manifest"]  # no changelog in snapshot mode
+    first = _manifest_ssts(root, "1.manifest")
+    m1 = js.custom_metrics(s)
+    assert m1["ttlstateUploadedFiles"] == len(first) + 1 and m1["ttlstateReusedFiles"] == 0
+    assert m1["ttlstateUploadedBytes"] > 0 and m1["ttlstateSnapshotMs"] > 0
+
+    s = js.get_store(p, 1)
+    js.put(s, "new", 1, 1)
+    s.commit()
+    assert _files(root) == ["1.manifest", "2.manifest"]
+    second = _manifest_ssts(root, "2.manifest")
+    m2 = js.custom_metrics(s)
+    new = second - first
+    assert m2["ttlstateReusedFiles"] == len(second & first) > 0
+    assert m2["ttlstateUploadedFiles"] == len(new) + 1  # the new SSTs and the manifest
+    assert _ssts(root) == first | second
+    # a fresh provider (a mode switch is fine: it reads either mode's files)
+    fresh = js.provider(root)
+    data = js.data(js.get_store(fresh, 2))
+    assert len(data) == 501 and data[("new", 1)] == 1
+    assert len(js.data(js.get_store(fresh, 1))) == 500
+
+
+def test_load_from_manifest_and_changelogs_in_a_fresh_provider(js, tmp_path):
+    root = new_root(tmp_path)
+    rng, model, models = random.Random(3), {}, {0: {}}
+    p = js.provider(root)
+    for v in range(6):
+        if v == 2:  # version 3 gets a manifest at commit
+            s = js.get_store(p, v, force_snapshot=True)
+            for i in range(40):
+                js.put(s, "k", i, -i)
+                model[("k", i)] = -i
+            s.commit()
+        else:
+            _commit_random(js, p, v, rng, model)
+        models[v + 1] = dict(model)
+    assert _versions(_files(root), ".manifest") == [3]
+    for v in (6, 3, 4, 1):
+        other = JvmState(js.spark, cache_dir=str(tmp_path / f"cache-{v}"))  # nothing cached
+        s = other.get_store(other.provider(root), v)
+        assert js.data(s) == models[v], v
+        m = js.custom_metrics(s)
+        assert m["ttlstateDownloadedBytes"] > 0 and m["ttlstateLoadMs"] > 0, (v, m)
+
+
+def test_checkpoint_format_v2_loads_exactly_the_named_lineage(js, tmp_path):
+    root = new_root(tmp_path)
+    conf = js.store_conf(**{FORMAT_KEY: "2"})
+    p = js.provider(root, conf=conf)
+    s = js.get_store(p, 0)
+    js.put(s, "a", 1, 1)
+    with pytest.raises(JavaError) as e:
+        s.getStateStoreCheckpointInfo()
+    assert _condition(e) == "STATE_STORE_OPERATION_OUT_OF_ORDER"
+    assert s.commit() == 1
+    id1, base = js.checkpoint_ids(s)
+    assert id1 and base is None
+    assert s.getStateStoreCheckpointInfo().batchVersion() == 1
+
+    # two attempts at version 2, both built on (1, id1), each with its own id
+    ids = {}
+    for value in (10, 20):
+        s = js.get_store(p, 1, id1)
+        js.put(s, "x", 1, value)
+        assert s.commit() == 2
+        ids[value], base = js.checkpoint_ids(s)
+        assert base == id1
+        time.sleep(0.05)  # distinct modification times for the newest-file rule
+    assert ids[10] != ids[20]
+    assert sorted(_files(root)) == sorted([f"1_{id1}_0.changelog", f"2_{ids[10]}_{id1}.changelog",
+                                           f"2_{ids[20]}_{id1}.changelog"])
+    fresh = js.provider(root, conf=conf)
+    for value in (10, 20, 10):  # switching lineages reloads
+        assert js.data(js.get_store(fresh, 2, ids[value])) == {("a", 1): 1, ("x", 1): value}
+    # no id, nothing loaded: the newest file of version 2 (with an id of the loaded version, reuse)
+    assert js.get(js.get_store(js.provider(root, conf=conf), 2), "x", 1) == 20
+
+    # version 3 on each lineage; lineage 10 snapshots at commit (manifest named by its id)
+    ids3 = {}
+    for value, force in ((10, True), (20, False)):
+        s = js.get_store(p, 2, ids[value], force_snapshot=force)
+        js.put(s, "y", 1, value)
+        s.commit()
+        ids3[value], base = js.checkpoint_ids(s)
+        assert base == ids[value]
+    assert f"3_{ids3[10]}.manifest" in _files(root)
+    for value in (10, 20):
+        got = js.data(js.get_store(js.provider(root, conf=conf), 3, ids3[value]))
+        assert got == {("a", 1): 1, ("x", 1): value, ("y", 1): value}
+    with pytest.raises(JavaError) as e:
+        js.get_store(js.provider(root, conf=conf), 3, "no-such-id")
+    assert "does not exist" in _error(e) and _condition(e).startswith("CANNOT_LOAD_STATE_STORE")
+
+
+def test_retention_deletes_unreferenced_ssts_and_keeps_every_retained_version(js, tmp_path):
+    root = new_root(tmp_path)
+    conf = js.store_conf(**{"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+                            "spark.sql.streaming.minBatchesToRetain": "3"})
+    p = js.provider(root, conf=conf)
+    rng, model, models, seen = random.Random(5), {}, {}, set()
+    for v in range(16):
+        _commit_random(js, p, v, rng, model, n=150, keys=300)
+        models[v + 1] = dict(model)
+        p.doMaintenance()
+        seen |= _ssts(root)
+    names = _files(root)
+    manifests, changelogs = _versions(names, ".manifest"), _versions(names, ".changelog")
+    base = max(m for m in manifests if m <= 16 - 3 + 1)
+    assert manifests == [m for m in manifests if m >= base], names
+    assert changelogs == list(range(base + 1, 17)), names
+    referenced = set().union(*(_manifest_ssts(root, f"{m}.manifest") for m in manifests))
+    assert _ssts(root) == referenced and len(seen) > len(referenced)  # unreferenced ones went
+    other = JvmState(js.spark, cache_dir=str(tmp_path / "other-cache"))
+    for v in range(14, 17):
+        assert other.data(other.get_store(other.provider(root, conf=conf), v)) == models[v], v
+    with pytest.raises(JavaError) as e:
+        other.get_store(other.provider(root, conf=conf), 1)
+    assert "does not exist" in _error(e)
+
+
+def test_local_cache_serves_a_second_provider_and_a_lost_cache_downloads(js, tmp_path):
+    root = new_root(tmp_path)
+    rng, model = random.Random(9), {}
+    p = js.provider(root)
+    for v in range(4):
+        if v == 1:
+            s = js.get_store(p, v, force_snapshot=True)
+            js.put(s, "snap", 1, 1)
+            model[("snap", 1)] = 1
+            s.commit()
+        else:
+            _commit_random(js, p, v, rng, model)
+    p.close()
+    cache = tmp_path / "cache"
+
+    s = js.get_store(js.provider(root), 4)  # same machine, same cache: nothing downloaded
+    m = js.custom_metrics(s)
+    assert js.data(s) == model
+    assert m["ttlstateDownloadedBytes"] == 0 and m["ttlstateReusedFiles"] >= 3, m
+
+    shutil.rmtree(cache)  # a lost cache: everything is downloaded again
+    s = js.get_store(js.provider(root), 4)
+    m = js.custom_metrics(s)
+    assert js.data(s) == model
+    assert m["ttlstateDownloadedBytes"] > 0 and m["ttlstateReusedFiles"] == 0, m
+
+    # a damaged cached SST (same size, other bytes): dropped and downloaded once more
+    cached = [os.path.join(d, n) for d, _, ns in os.walk(cache) for n in ns if n.endswith(".sst")]
+    assert cached
+    for path in cached:
+        data = bytearray(open(path, "rb").read())
+        data[len(data) // 2] ^= 0xFF
+        with open(path + ".new", "wb") as f:  # a new inode: a hard-linked database keeps its file
+            f.write(data)
+        os.replace(path + ".new", path)
+    s = js.get_store(js.provider(root), 4)
+    m = js.custom_metrics(s)
+    assert js.data(s) == model
+    assert m["ttlstateDownloadedBytes"] > 0, m
+
+
+def test_failed_upload_fails_the_commit_and_leaves_no_version(js, tmp_path):
+    root = new_root(tmp_path)
+    p = js.provider(root, conf=js.store_conf(**{MODE_KEY: "snapshot"}))
+    s = js.get_store(p, 0)
+    js.put(s, "a", 1, 1)
+    s.commit()
+    blocker = os.path.join(_store_dir(root), "sst")
+    shutil.rmtree(blocker)
+    open(blocker, "w").close()  # a file where the sst/ directory must be: SST uploads fail
+    s = js.get_store(p, 1)
+    js.put(s, "b", 1, 2)
+    with pytest.raises(JavaError) as e:
+        s.commit()
+    err = _error(e)
+    assert _condition(e) == "CANNOT_WRITE_STATE_STORE.CANNOT_COMMIT"
+    assert "TTLSTATE_CHECKPOINT_WRITE" in err and "/sst/" in err and "version 2" in err, err
+    assert _files(root) == ["1.manifest"]
+    os.remove(blocker)
+    # the retry of the batch: the version is reloaded (the worker's one was never durable)
+    s = js.get_store(p, 1)
+    js.put(s, "b", 1, 3)
+    assert s.commit() == 2
+    assert js.data(js.get_store(js.provider(root), 2)) == {("a", 1): 1, ("b", 1): 3}
+
+
+def test_metrics_reach_query_progress(spark, tmp_path):
+    import streaming as st
+    files = st.generate_events(3, 30, seed=5)
+    st.write_files(tmp_path / "in", files)
+    result = st.run_query(spark, TTLSTATE, st.agg_by_key, "update", tmp_path / "in", tmp_path / "ck",
+                          confs={CACHE_DIR_KEY: str(tmp_path / "cache"), MODE_KEY: "snapshot"})
+    ops = [op for p in result.progress for op in p.get("stateOperators", [])]
+    names = {"ttlstateUploadedBytes", "ttlstateUploadedFiles", "ttlstateReusedFiles",
+             "ttlstateDownloadedBytes", "ttlstateCommitMs", "ttlstateLoadMs", "ttlstateSnapshotMs"}
+    assert names <= result.custom_metric_names()
+    total = {n: sum(op["customMetrics"][n] for op in ops) for n in names}
+    assert total["ttlstateCommitMs"] > 0 and total["ttlstateSnapshotMs"] > 0, total
+    assert total["ttlstateUploadedBytes"] > 0 and total["ttlstateUploadedFiles"] > 0, total
+    assert total["ttlstateReusedFiles"] > 0, total  # later snapshots reuse earlier SSTs
 
 
 def test_supported_custom_metrics_on_an_uninitialised_instance(js):
     p = js.pkg.StateStoreProvider.create(TTLSTATE)
     metrics = js.jvm.scala.jdk.javaapi.CollectionConverters.asJava(p.supportedCustomMetrics())
     names = {m.name() for m in metrics}
-    assert {"ttlstateCommitMs", "ttlstateLoadMs", "ttlstateUploadedBytes", "ttlstateUploadedFiles",
-            "ttlstateDownloadedBytes", "ttlstateRoundTrips"} <= names
+    assert {"ttlstateCommitMs", "ttlstateLoadMs", "ttlstateSnapshotMs", "ttlstateUploadedBytes",
+            "ttlstateUploadedFiles", "ttlstateReusedFiles", "ttlstateDownloadedBytes",
+            "ttlstateRoundTrips"} <= names
     p.close()  # close without init, twice
     p.close()
 
@@ -291,12 +549,9 @@ def test_refuses_what_it_cannot_serve_with_sparks_error_classes(js, tmp_path):
     with pytest.raises(JavaError) as e:
         js.provider(root, spec=pkg.RangeKeyScanStateEncoderSpec(js.key_schema, seq))
     assert _condition(e) == "STATE_STORE_UNSUPPORTED_OPERATION"
+    p = js.provider(root)  # checkpoint format 1: Spark never passes ids, and one passed is refused
     with pytest.raises(JavaError) as e:
-        js.provider(root, conf=js.store_conf(**{"spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}))
-    assert _condition(e) == "STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED"
-    p = js.provider(root)
-    with pytest.raises(JavaError) as e:
-        p.getStore(0, js.jvm.scala.Option.apply("some-id"), False, False)
+        p.getStore(1, js.some("some-id"), False, False)
     assert _condition(e) == "STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED"
     with pytest.raises(JavaError) as e:
         p.getStore(0, js.none, False, True)
