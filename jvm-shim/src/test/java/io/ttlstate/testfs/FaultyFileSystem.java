@@ -190,6 +190,20 @@ public class FaultyFileSystem extends RawLocalFileSystem {
         return out;
     }
 
+    /** Every path opened for reading so far (matching {@code pathRegex}, or all with null). */
+    public static List<String> openedPaths(String pathRegex) {
+        Pattern p = pathRegex == null ? null : Pattern.compile(pathRegex);
+        List<String> out = new ArrayList<>();
+        synchronized (LOCK) {
+            for (Map.Entry<String, Stats> e : STATS.entrySet()) {
+                if (e.getValue().opened > 0 && (p == null || p.matcher(e.getKey()).find())) {
+                    out.add(e.getKey());
+                }
+            }
+        }
+        return out;
+    }
+
     private static void add(Kind kind, String regex, int times) {
         if (times <= 0) {
             throw new IllegalArgumentException("times must be positive: " + times);
