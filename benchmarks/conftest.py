@@ -72,3 +72,28 @@ def summarize(progress, elapsed_s):
         "median_commit_ms": commit_ms[len(commit_ms) // 2],
         "state_rows": progress[-1]["stateOperators"][0]["numRowsTotal"],
     }
+
+
+def file_states(root):
+    """{relative path: (size, mtime_ns)} of every file under `root` (empty if it is missing)."""
+    states = {}
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:  # deleted by maintenance while we walk
+                continue
+            states[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
+    return states
+
+
+def files_added(before, after):
+    """{path: size} of the files of `after` that are new or whose size or mtime changed."""
+    return {p: s[0] for p, s in after.items() if before.get(p) != s}
+
+
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return (values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2) if n else None
