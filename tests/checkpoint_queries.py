@@ -308,39 +308,76 @@ def manifest_ssts(path) -> list[str]:
     return [s.name for s in manifest.read(str(path)).ssts]
 
 
+def state_files(files) -> tuple[dict[int, list[tuple[str, str]]], dict[int, list[tuple[str, str, str]]]]:
+    """({version: [(manifest name, id)]}, {version: [(changelog name, id, baseId)]}) of v1
+    names (id "") and v2 names (PROTOCOL.md, "Checkpoint layout of a store")."""
+    manifests: dict[int, list] = {}
+    changelogs: dict[int, list] = {}
+    for f in files:
+        m = V1_FILE.match(f)
+        if m:
+            if m.group(2) == "manifest":
+                manifests.setdefault(int(m.group(1)), []).append((f, ""))
+            else:
+                changelogs.setdefault(int(m.group(1)), []).append((f, "", ""))
+            continue
+        m = V2_MANIFEST.match(f)
+        if m:
+            manifests.setdefault(int(m.group(1)), []).append((f, m.group(2)))
+            continue
+        m = V2_CHANGELOG.match(f)
+        if m:
+            changelogs.setdefault(int(m.group(1)), []).append((f, m.group(2), m.group(3)))
+    return manifests, changelogs
+
+
 def retention_report(store_dir: pathlib.Path, min_batches: int) -> dict:
-    """What a v1 store directory must hold to recover its last `min_batches` versions, and
-    only that (DESIGN 23): the newest manifest at or below `latest - min_batches + 1` (the
-    base; none: version 0), every manifest after it, every changelog after it, and exactly
-    the SSTs those manifests reference. Returns the expected and actual file sets, what is
-    missing or extra, and whether each of the last versions can be loaded from the files.
+    """What a store directory must hold to recover its last `min_batches` versions, and
+    only that (DESIGN 23, 24): the newest manifest at or below `latest - min_batches + 1`
+    (the base; none: version 0), every manifest after it, every changelog after it (v2:
+    of every attempt, as attempts that lost are deleted only once their version falls out
+    of retention), and exactly the SSTs those manifests reference. Returns the expected and
+    actual file sets, what is missing or extra, and whether each of the last versions can
+    be loaded from the files (v1: a manifest plus the changelogs after it; v2: some attempt
+    of the version whose names lead back to a manifest or to version 0).
     """
     actual = list_files(store_dir)
     names = [f for f in actual if not is_crc(f)]
-    manifests, changelogs = versions_v1(names)
+    manifests, changelogs = state_files(names)
     latest = max([*manifests, *changelogs], default=0)
     oldest_needed = max(1, latest - min_batches + 1)
     base = max([m for m in manifests if m <= oldest_needed], default=0)
     keep_manifests = sorted(m for m in manifests if m >= base)  # base 0: all of them
-    expected = {manifests[m] for m in keep_manifests}
-    expected |= {changelogs[c] for c in changelogs if c > base}
+    expected = {f for m in keep_manifests for f, _ in manifests[m]}
+    expected |= {f for c in changelogs if c > base for f, _, _ in changelogs[c]}
     unreadable = {}
-    referenced = set()
+    refs: dict[str, list[str]] = {}
     for m in keep_manifests:
-        try:
-            for sst in manifest_ssts(store_dir / manifests[m]):
-                referenced.add(f"sst/{sst}")
-        except Exception as e:  # noqa: BLE001 - reported
-            unreadable[manifests[m]] = f"{type(e).__name__}: {e}"
-    expected |= referenced
+        for f, _ in manifests[m]:
+            try:
+                refs[f] = [f"sst/{sst}" for sst in manifest_ssts(store_dir / f)]
+            except Exception as e:  # noqa: BLE001 - reported
+                unreadable[f] = f"{type(e).__name__}: {e}"
+    expected |= {s for r in refs.values() for s in r}
     # crc side files (file: scheme) belong to their data file
     expected |= {f for f in actual if is_crc(f) and crc_of(f) in expected}
+
+    def manifest_ok(f):
+        return f in refs and all(s in actual for s in refs[f])
+
+    v2 = any(i for fs in manifests.values() for _, i in fs) or \
+        any(i for fs in changelogs.values() for _, i, _ in fs)
     loadable = {}
     for v in range(oldest_needed, latest + 1):
-        starts = [m for m in manifests if m <= v] + [0]
-        loadable[v] = any(all(c in changelogs for c in range(m + 1, v + 1))
-                          and (m == 0 or all(s in actual for s in _refs(store_dir, manifests[m])))
-                          for m in starts)
+        if v2:
+            loadable[v] = any(_v2_loadable(manifests, changelogs, v, i, manifest_ok)
+                              for i in {i for _, i in manifests.get(v, [])}
+                              | {i for _, i, _ in changelogs.get(v, [])})
+        else:
+            starts = [m for m in manifests if m <= v] + [0]
+            loadable[v] = any(all(c in changelogs for c in range(m + 1, v + 1))
+                              and (m == 0 or manifest_ok(manifests[m][0][0]))
+                              for m in starts)
     missing = sorted(expected - set(actual))
     extra = sorted(set(actual) - expected)
     return {"dir": str(store_dir), "latest": latest, "base": base,
@@ -353,11 +390,18 @@ def retention_report(store_dir: pathlib.Path, min_batches: int) -> dict:
             and all(loadable.values())}
 
 
-def _refs(store_dir, manifest_name) -> list[str]:
-    try:
-        return [f"sst/{s}" for s in manifest_ssts(store_dir / manifest_name)]
-    except Exception:  # noqa: BLE001 - an unreadable manifest cannot start a load
-        return ["<unreadable manifest>"]
+def _v2_loadable(manifests, changelogs, v: int, uid: str, manifest_ok) -> bool:
+    """Version `v` with unique id `uid` loads: its manifest, or its changelog and the
+    version its baseId names (PROTOCOL.md: baseId `0` when v - 1 is 0)."""
+    while v > 0:
+        for f, i in manifests.get(v, []):
+            if i == uid and manifest_ok(f):
+                return True
+        bases = [b for _, i, b in changelogs.get(v, []) if i == uid]
+        if not bases:
+            return False
+        v, uid = v - 1, bases[0]
+    return True
 
 
 def retention_reports(checkpoint, min_batches: int, operator: int = 0) -> dict[str, dict]:

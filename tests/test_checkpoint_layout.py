@@ -104,3 +104,23 @@ def test_helpers(tmp_path):
     rx = re.compile(cq.STORE_FILES_REGEX)
     assert rx.search("/x/ck/state/0/3/sst/1-a.sst") and rx.search("/x/ck/state/1/0/4.changelog")
     assert not rx.search("/x/ck/state/0/0/_metadata/schema")
+
+
+def test_v2_report_follows_base_ids(tmp_path):
+    d = tmp_path / "store"
+    d.mkdir()
+    manifest.write(str(d / "3_c3.manifest"),
+                   manifest.Manifest(version=3, num_keys=1, layout=0, db_ttl=False,
+                                     ssts=(manifest.SstFile("1-a.sst", "000001.sst", 3, 0),)))
+    _touch(d, "sst/1-a.sst", "1_c1_0.changelog", "2_c2_c1.changelog", "3_c3_c2.changelog",
+           "4_c4_c3.changelog", "4_x4_c3.changelog",   # two attempts of version 4
+           "5_c5_c4.changelog", "2_old_c1.changelog")  # an attempt that lost, long ago
+    r = cq.retention_report(d, 2)  # latest 5: needs 4, 5; base = 3_c3
+    assert (r["latest"], r["base"]) == (5, 3)
+    assert r["expected"] == sorted(["3_c3.manifest", "4_c4_c3.changelog", "4_x4_c3.changelog",
+                                    "5_c5_c4.changelog", "sst/1-a.sst"])
+    assert r["extra"] == sorted(["1_c1_0.changelog", "2_c2_c1.changelog", "2_old_c1.changelog",
+                                 "3_c3_c2.changelog"])
+    assert r["loadable"] == {4: True, 5: True}
+    (d / "4_c4_c3.changelog").unlink()  # 5_c5 names c4 as its base: the lineage is broken
+    assert cq.retention_report(d, 2)["loadable"] == {4: True, 5: False}
