@@ -23,6 +23,7 @@ Steps (dicts, `"do"` names the kind):
   source (a new provider instance per read, each with an empty local cache directory).
 - `rmtree`: deletes a directory (the local cache) between steps.
 - `write_batches`: adds input files (batches `start..stop-1`) between runs.
+- `sleep`: gives background maintenance time between steps.
 - `call`: calls a function of this module with the session (the FileSystem self-test).
 """
 
@@ -331,56 +332,83 @@ def state_files(files) -> tuple[dict[int, list[tuple[str, str]]], dict[int, list
     return manifests, changelogs
 
 
-def retention_report(store_dir: pathlib.Path, min_batches: int) -> dict:
+def retention_report(store_dir: pathlib.Path, min_batches: int,
+                     committed: dict[int, str] | None = None) -> dict:
     """What a store directory must hold to recover its last `min_batches` versions, and
-    only that (DESIGN 23, 24): the newest manifest at or below `latest - min_batches + 1`
-    (the base; none: version 0), every manifest after it, every changelog after it (v2:
-    of every attempt, as attempts that lost are deleted only once their version falls out
-    of retention), and exactly the SSTs those manifests reference. Returns the expected and
-    actual file sets, what is missing or extra, and whether each of the last versions can
-    be loaded from the files (v1: a manifest plus the changelogs after it; v2: some attempt
-    of the version whose names lead back to a manifest or to version 0).
+    only that (DESIGN 23, 24), from its files; returns the expected and actual file sets,
+    what is missing or extra, and whether each of the last versions loads from the files.
+
+    v1 names: the newest manifest at or below `latest - min_batches + 1` (the base; none:
+    version 0), every manifest and changelog after it, and exactly the SSTs those manifests
+    reference. A version loads from a manifest plus the changelogs after it.
+    v2 names: every file (of every attempt) of the retained versions, as attempts that lost
+    are deleted only once their version falls out of retention, plus the files their names
+    lead back to (changelog -> its baseId's version -> ... -> a manifest), plus the SSTs of
+    those manifests. `committed` ({version: unique id}, from Spark's commit log) names the
+    attempt each retained version must load from; without it any attempt will do.
     """
     actual = list_files(store_dir)
     names = [f for f in actual if not is_crc(f)]
     manifests, changelogs = state_files(names)
     latest = max([*manifests, *changelogs], default=0)
     oldest_needed = max(1, latest - min_batches + 1)
-    base = max([m for m in manifests if m <= oldest_needed], default=0)
-    keep_manifests = sorted(m for m in manifests if m >= base)  # base 0: all of them
-    expected = {f for m in keep_manifests for f, _ in manifests[m]}
-    expected |= {f for c in changelogs if c > base for f, _, _ in changelogs[c]}
-    unreadable = {}
-    refs: dict[str, list[str]] = {}
-    for m in keep_manifests:
-        for f, _ in manifests[m]:
+    unreadable: dict[str, str] = {}
+    refs: dict[str, list[str] | None] = {}
+
+    def sst_refs(f):
+        if f not in refs:
             try:
                 refs[f] = [f"sst/{sst}" for sst in manifest_ssts(store_dir / f)]
             except Exception as e:  # noqa: BLE001 - reported
                 unreadable[f] = f"{type(e).__name__}: {e}"
-    expected |= {s for r in refs.values() for s in r}
-    # crc side files (file: scheme) belong to their data file
-    expected |= {f for f in actual if is_crc(f) and crc_of(f) in expected}
+                refs[f] = None
+        return refs[f]
 
     def manifest_ok(f):
-        return f in refs and all(s in actual for s in refs[f])
+        r = sst_refs(f)
+        return r is not None and all(s in actual for s in r)
 
     v2 = any(i for fs in manifests.values() for _, i in fs) or \
         any(i for fs in changelogs.values() for _, i, _ in fs)
     loadable = {}
-    for v in range(oldest_needed, latest + 1):
-        if v2:
-            loadable[v] = any(_v2_loadable(manifests, changelogs, v, i, manifest_ok)
-                              for i in {i for _, i in manifests.get(v, [])}
-                              | {i for _, i, _ in changelogs.get(v, [])})
-        else:
+    if not v2:
+        base = max([m for m in manifests if m <= oldest_needed], default=0)
+        kept = [f for m in manifests if m >= base for f, _ in manifests[m]]  # base 0: all
+        expected = set(kept) | {f for c in changelogs if c > base for f, _, _ in changelogs[c]}
+        for f in kept:
+            expected |= set(sst_refs(f) or [])
+        for v in range(oldest_needed, latest + 1):
             starts = [m for m in manifests if m <= v] + [0]
             loadable[v] = any(all(c in changelogs for c in range(m + 1, v + 1))
                               and (m == 0 or manifest_ok(manifests[m][0][0]))
                               for m in starts)
+    else:
+        expected, bases = set(), []
+        for v in range(oldest_needed, latest + 1):
+            attempts = ({i for _, i in manifests.get(v, [])}
+                        | {i for _, i, _ in changelogs.get(v, [])})
+            expected |= {f for f, _ in manifests.get(v, [])}
+            expected |= {f for f, _, _ in changelogs.get(v, [])}
+            want = [committed[v]] if committed and v in committed else sorted(attempts)
+            ok = False
+            for uid in attempts | set(want):
+                walk = _v2_walk(manifests, changelogs, v, uid)
+                if walk is None:
+                    continue
+                files, manifest_file, base_v = walk
+                expected |= set(files)
+                if manifest_file is not None:
+                    expected |= set(sst_refs(manifest_file) or [])
+                if uid in want and (manifest_file is None or manifest_ok(manifest_file)):
+                    ok = True
+                    bases.append(base_v)
+            loadable[v] = ok
+        base = min(bases, default=0)
+    # crc side files (file: scheme) belong to their data file
+    expected |= {f for f in actual if is_crc(f) and crc_of(f) in expected}
     missing = sorted(expected - set(actual))
     extra = sorted(set(actual) - expected)
-    return {"dir": str(store_dir), "latest": latest, "base": base,
+    return {"dir": str(store_dir), "latest": latest, "base": base, "v2": v2,
             "manifests": sorted(manifests), "changelogs": sorted(changelogs),
             "ssts": sorted(f for f in names if f.startswith("sst/")),
             "expected": sorted(expected), "actual": sorted(actual),
@@ -390,22 +418,42 @@ def retention_report(store_dir: pathlib.Path, min_batches: int) -> dict:
             and all(loadable.values())}
 
 
-def _v2_loadable(manifests, changelogs, v: int, uid: str, manifest_ok) -> bool:
-    """Version `v` with unique id `uid` loads: its manifest, or its changelog and the
-    version its baseId names (PROTOCOL.md: baseId `0` when v - 1 is 0)."""
+def _v2_walk(manifests, changelogs, v: int, uid: str):
+    """(files, manifest file or None for version 0, version it starts from) of loading
+    version `v` with unique id `uid` by names (PROTOCOL.md: a changelog names the id of
+    version v - 1 it was built on, `0` when that is version 0); None if a link is missing."""
+    files = []
     while v > 0:
         for f, i in manifests.get(v, []):
-            if i == uid and manifest_ok(f):
-                return True
-        bases = [b for _, i, b in changelogs.get(v, []) if i == uid]
-        if not bases:
-            return False
-        v, uid = v - 1, bases[0]
-    return True
+            if i == uid:
+                return files + [f], f, v
+        step = [(f, b) for f, i, b in changelogs.get(v, []) if i == uid]
+        if not step:
+            return None
+        files.append(step[0][0])
+        v, uid = v - 1, step[0][1]
+    return files, None, 0
+
+
+def committed_ids(checkpoint, operator: int = 0) -> dict[str, dict[int, str]]:
+    """{partition: {version: unique id}} from Spark's commit log (checkpoint format v2;
+    batch b commits version b + 1), for operators with one store per partition."""
+    out: dict[str, dict[int, str]] = {}
+    d = local_path(checkpoint) / "commits"
+    for f in d.iterdir() if d.is_dir() else []:
+        if not f.name.isdigit():
+            continue
+        lines = f.read_text().splitlines()
+        ids = json.loads(lines[1]).get("stateUniqueIds", {}).get(str(operator)) if len(lines) > 1 else None
+        for part, per_store in enumerate(ids or []):
+            if len(per_store) == 1:
+                out.setdefault(str(part), {})[int(f.name) + 1] = per_store[0]
+    return out
 
 
 def retention_reports(checkpoint, min_batches: int, operator: int = 0) -> dict[str, dict]:
-    return {name: retention_report(d, min_batches)
+    ids = committed_ids(checkpoint, operator)
+    return {name: retention_report(d, min_batches, ids.get(name))
             for name, d in store_dirs(checkpoint, operator).items()}
 
 
@@ -611,13 +659,20 @@ def _step_write_batches(spark, step: dict) -> dict:
     return {"do": "write_batches"}
 
 
+def _step_sleep(spark, step: dict) -> dict:
+    """Lets background work (maintenance, unloading a stopped query's stores) happen; no
+    test asserts on how long anything took."""
+    time.sleep(float(step["s"]))
+    return {"do": "sleep"}
+
+
 def _step_call(spark, step: dict) -> dict:
     fn = globals()[step["fn"]]
     return {"do": "call", "value": fn(spark, **step.get("args", {}))}
 
 
 STEPS = {"run": _step_run, "read_state": _step_read_state, "rmtree": _step_rmtree,
-         "write_batches": _step_write_batches, "call": _step_call}
+         "write_batches": _step_write_batches, "sleep": _step_sleep, "call": _step_call}
 
 
 def step_errors(result: dict) -> list[str]:

@@ -124,3 +124,29 @@ def test_v2_report_follows_base_ids(tmp_path):
     assert r["loadable"] == {4: True, 5: True}
     (d / "4_c4_c3.changelog").unlink()  # 5_c5 names c4 as its base: the lineage is broken
     assert cq.retention_report(d, 2)["loadable"] == {4: True, 5: False}
+
+
+def test_v2_report_follows_the_committed_lineage_past_a_losing_manifest(tmp_path):
+    """A losing attempt of version 4 was snapshotted (4_l4.manifest) while the committed
+    lineage 5_c5 -> 4_c4 -> 3_c3 starts from 3_c3.manifest: both must stay."""
+    d = tmp_path / "ck" / "state" / "0" / "0"
+    d.mkdir(parents=True)
+    for name, sst in (("3_c3.manifest", "1-a.sst"), ("4_l4.manifest", "2-b.sst")):
+        v = int(name.split("_")[0])
+        manifest.write(str(d / name), manifest.Manifest(
+            version=v, num_keys=1, layout=0, db_ttl=False,
+            ssts=(manifest.SstFile(sst, "000001.sst", 3, 0),)))
+    _touch(d, "sst/1-a.sst", "sst/2-b.sst", "4_l4_c3.changelog", "4_c4_c3.changelog",
+           "5_c5_c4.changelog")
+    commits = tmp_path / "ck" / "commits"
+    commits.mkdir()
+    for batch, uid in ((3, "c4"), (4, "c5")):
+        (commits / str(batch)).write_text(
+            'v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{"0":[["%s"]]}}\n' % uid)
+    assert cq.committed_ids(tmp_path / "ck") == {"0": {4: "c4", 5: "c5"}}
+    r = cq.retention_reports(tmp_path / "ck", 2)["0"]
+    assert r["ok"], cq.short_report({"0": r})
+    assert r["base"] == 3 and "3_c3.manifest" in r["expected"] and "sst/1-a.sst" in r["expected"]
+    (d / "3_c3.manifest").unlink()  # what a version-number base (4) would have deleted
+    r = cq.retention_reports(tmp_path / "ck", 2)["0"]
+    assert r["loadable"] == {4: False, 5: False} and not r["ok"]
