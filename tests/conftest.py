@@ -13,7 +13,9 @@ themselves (they must pass with a correct provider) independently of ttlstate.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import zipfile
 
 import pytest
@@ -148,3 +150,17 @@ def testfs_jar():
     `spark.driver.extraClassPath`, `spark.hadoop.fs.faulty.impl`), and
     `checkpoint_queries.run_subprocess` runs steps in such a session in a fresh JVM."""
     return testfs_jar_checked()
+
+
+def pytest_configure(config):
+    """One local checkpoint cache for the test run (sessions built by `streaming.session_builder`
+    and subprocesses inherit it), deleted afterwards, so tests leave nothing in /tmp."""
+    if "TTLSTATE_TEST_CACHE_DIR" not in os.environ:
+        config._ttlstate_cache = os.environ["TTLSTATE_TEST_CACHE_DIR"] = tempfile.mkdtemp(
+            prefix="ttlstate-test-cache-")
+
+
+def pytest_unconfigure(config):
+    path = getattr(config, "_ttlstate_cache", None)
+    if path:
+        shutil.rmtree(path, ignore_errors=True)

@@ -57,6 +57,9 @@ def session_builder(app_name: str = "ttlstate-e2e", warehouse: str | None = None
          .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true"))
     if warehouse:
         b = b.config("spark.sql.warehouse.dir", warehouse)
+    cache = os.environ.get("TTLSTATE_TEST_CACHE_DIR")  # set by conftest for the test run
+    if cache:
+        b = b.config("spark.sql.streaming.stateStore.ttlstate.checkpoint.localCacheDir", cache)
     return b
 
 
