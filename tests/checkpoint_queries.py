@@ -24,6 +24,7 @@ Steps (dicts, `"do"` names the kind):
 - `rmtree`: deletes a directory (the local cache) between steps.
 - `write_batches`: adds input files (batches `start..stop-1`) between runs.
 - `sleep`: gives background maintenance time between steps.
+- `list_stores`: the files (and sizes) of a checkpoint's store directories at that moment.
 - `call`: calls a function of this module with the session (the FileSystem self-test).
 """
 
@@ -470,6 +471,21 @@ def short_report(reports: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def v1_load_plan(files: dict[str, int], store_dir: pathlib.Path, version: int) -> dict[str, int]:
+    """{file: size} a v1 load of `version` needs (DESIGN 20): the newest manifest at or
+    below it, the SSTs it references, and the changelogs after it (`files`: a listing)."""
+    manifests, changelogs = versions_v1(files)
+    base = max([m for m in manifests if m <= version], default=0)
+    plan = {}
+    if base:
+        plan[manifests[base]] = files[manifests[base]]
+        for sst in manifest_ssts(store_dir / manifests[base]):
+            plan[f"sst/{sst}"] = files[f"sst/{sst}"]
+    for v in range(base + 1, version + 1):
+        plan[changelogs[v]] = files[changelogs[v]]
+    return plan
+
+
 def version_files(store_dir: pathlib.Path, version: int) -> list[str]:
     """Manifests and changelogs of `version` (v1 or v2 names) in a store directory."""
     out = []
@@ -659,6 +675,12 @@ def _step_write_batches(spark, step: dict) -> dict:
     return {"do": "write_batches"}
 
 
+def _step_list_stores(spark, step: dict) -> dict:
+    """The files of every store directory of a checkpoint, with their sizes, now."""
+    return {"do": "list_stores",
+            "store_files": {n: list_files(d) for n, d in store_dirs(step["checkpoint"]).items()}}
+
+
 def _step_sleep(spark, step: dict) -> dict:
     """Lets background work (maintenance, unloading a stopped query's stores) happen; no
     test asserts on how long anything took."""
@@ -672,7 +694,8 @@ def _step_call(spark, step: dict) -> dict:
 
 
 STEPS = {"run": _step_run, "read_state": _step_read_state, "rmtree": _step_rmtree,
-         "write_batches": _step_write_batches, "sleep": _step_sleep, "call": _step_call}
+         "write_batches": _step_write_batches, "list_stores": _step_list_stores,
+         "sleep": _step_sleep, "call": _step_call}
 
 
 def step_errors(result: dict) -> list[str]:
