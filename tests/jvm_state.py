@@ -6,6 +6,8 @@ StateStoreSuite.
 
 from __future__ import annotations
 
+import os
+
 import uuid
 
 TTLSTATE = "io.ttlstate.spark.TtlStateStoreProvider"
@@ -20,11 +22,11 @@ VALUE_DDL = "value INT"
 
 class JvmState:
     """`cache_dir`: the ttlstate local checkpoint cache every `store_conf` uses (None: the
-    default under java.io.tmpdir)."""
+    test run's, `TTLSTATE_TEST_CACHE_DIR`, else the default under java.io.tmpdir)."""
 
     def __init__(self, spark, cache_dir: str | None = None):
         self.spark = spark
-        self.cache_dir = cache_dir
+        self.cache_dir = cache_dir or os.environ.get("TTLSTATE_TEST_CACHE_DIR")
         self.jvm = spark._jvm
         self.gw = spark.sparkContext._gateway
         j = self.jvm
