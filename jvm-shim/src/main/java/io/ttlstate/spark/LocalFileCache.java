@@ -151,14 +151,14 @@ final class LocalFileCache {
             LOG.warn("Cannot add {} to the local checkpoint cache {} (ignored)", local, dir, e);
         } finally {
             if (tmp != null) {
-                deleteQuietly(tmp);
+                LocalFiles.deleteQuietly(tmp);
             }
         }
     }
 
     /** Drops an entry (a file the worker found damaged). */
     void evict(Path cached) {
-        deleteQuietly(cached);
+        LocalFiles.deleteQuietly(cached);
     }
 
     /**
@@ -220,14 +220,6 @@ final class LocalFileCache {
             return Files.size(p);
         } catch (IOException e) {
             return -1;
-        }
-    }
-
-    private static void deleteQuietly(Path p) {
-        try {
-            Files.deleteIfExists(p);
-        } catch (IOException e) {
-            LOG.debug("cannot delete {}", p, e);
         }
     }
 

@@ -11,8 +11,6 @@ import java.nio.file.Paths;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.ArrayDeque;
-import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.Deque;
 import java.util.HexFormat;
 import java.util.List;
@@ -20,7 +18,6 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 import org.apache.spark.SparkEnv;
 import org.apache.spark.util.Utils;
@@ -177,7 +174,7 @@ public final class PythonService {
         try {
             process = new ProcessBuilder(cmd).redirectInput(ProcessBuilder.Redirect.PIPE).start();
         } catch (IOException e) {
-            deleteRecursively(dir);
+            LocalFiles.deleteQuietly(dir);
             throw new ServiceStartException(String.format(
                     "Cannot start the ttlstate store service with Python '%s': %s. %s",
                     python, e.getMessage(), HOW_TO_CHOOSE), e);
@@ -369,7 +366,7 @@ public final class PythonService {
             Thread.currentThread().interrupt();
             process.destroyForcibly();
         }
-        deleteRecursively(dir);
+        LocalFiles.deleteQuietly(dir);
         try {
             Runtime.getRuntime().removeShutdownHook(shutdownHook);
         } catch (IllegalStateException | IllegalArgumentException e) {
@@ -381,25 +378,6 @@ public final class PythonService {
             }
         }
         LOG.info("ttlstate store service stopped (dir {})", dir);
-    }
-
-    static void deleteRecursively(Path path) {
-        if (path == null || !Files.exists(path)) {
-            return;
-        }
-        try (Stream<Path> walk = Files.walk(path)) {
-            List<Path> all = new ArrayList<>();
-            walk.sorted(Comparator.reverseOrder()).forEach(all::add);
-            for (Path p : all) {
-                try {
-                    Files.deleteIfExists(p);
-                } catch (IOException e) {
-                    LOG.debug("cannot delete {}", p, e);
-                }
-            }
-        } catch (IOException | java.io.UncheckedIOException e) {
-            LOG.debug("cannot delete {}", path, e);
-        }
     }
 
     private static Thread daemon(String name, Runnable r) {

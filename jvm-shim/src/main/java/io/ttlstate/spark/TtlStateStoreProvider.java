@@ -419,7 +419,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             return r;
         } finally {
             if (changelog != null) {
-                deleteQuietly(changelog);
+                LocalFiles.deleteQuietly(changelog);
             }
             if (!durable) {
                 loadedVersion = -1;
@@ -468,14 +468,6 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         byte[] r = new byte[4];
         RANDOM.nextBytes(r);
         return dir.resolve(HexFormat.of().formatHex(r) + "-" + name);
-    }
-
-    private static void deleteQuietly(Path p) {
-        try {
-            Files.deleteIfExists(p);
-        } catch (IOException e) {
-            LOG.debug("cannot delete {}", p, e);
-        }
     }
 
     // ---- maintenance --------------------------------------------------------------------
