@@ -38,7 +38,6 @@ import pathlib
 import random
 import re
 import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -509,18 +508,9 @@ def run_subprocess(spec: dict, work_dir, timeout_s: float = 900) -> dict:
     work_dir.mkdir(parents=True, exist_ok=True)
     tag = spec.get("tag", "run") + "-" + uuid.uuid4().hex[:6]
     spec = dict(spec, result_file=str(work_dir / f"{tag}.result.json"))
-    spec_path = work_dir / f"{tag}.spec.json"
-    spec_path.write_text(json.dumps(spec, indent=1))
-    log_path = work_dir / f"{tag}.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(spec_path)],
-                                stdout=log, stderr=subprocess.STDOUT, cwd=str(work_dir))
-        try:
-            rc = proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            rc = None
+    proc, log, log_path = st.spawn_spec_process(__file__, spec, work_dir, tag)
+    with log:
+        rc = st.wait_or_kill(proc, timeout_s)
     result_file = pathlib.Path(spec["result_file"])
     if not result_file.exists():
         tail = log_path.read_text(errors="replace")[-6000:]

@@ -17,6 +17,8 @@ import json
 import os
 import pathlib
 import random
+import subprocess
+import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -494,3 +496,28 @@ def inner_join(left, right):
          .withWatermark("rts", "1 minute"))
     return l.join(r, F.expr(
         "lkey = rkey AND rts >= lts AND rts <= lts + interval 45 seconds"), "inner")
+
+
+# ---------------------------------------------------------------------------------------
+# Queries in a subprocess (their own JVM)
+
+def spawn_spec_process(script: str, spec: dict, work_dir: pathlib.Path, tag: str):
+    """Writes `spec` to `<tag>.spec.json` in `work_dir` and starts `python <script> <spec>`
+    there, its output in `<tag>.log`; returns (process, open log file, log path)."""
+    spec_path = work_dir / f"{tag}.spec.json"
+    spec_path.write_text(json.dumps(spec, indent=1))
+    log_path = work_dir / f"{tag}.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen([sys.executable, os.path.abspath(script), str(spec_path)],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=str(work_dir))
+    return proc, log, log_path
+
+
+def wait_or_kill(proc, timeout_s: float) -> int | None:
+    """The process's exit code, or None after killing it when `timeout_s` passed."""
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None

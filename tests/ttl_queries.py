@@ -26,7 +26,6 @@ import datetime as dt
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -293,20 +292,10 @@ def run_subprocess(spec: dict, work_dir, timeout_s: float = 400, wait: bool = Tr
     tag = spec.get("tag", "run")
     spec = dict(spec, result_file=str(work_dir / f"{tag}.result.json"),
                 pid_file=str(work_dir / f"{tag}.jvm_pid"))
-    spec_path = work_dir / f"{tag}.spec.json"
-    spec_path.write_text(json.dumps(spec, indent=1))
-    log_path = work_dir / f"{tag}.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(spec_path)],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=str(work_dir))
+    proc, log, log_path = st.spawn_spec_process(__file__, spec, work_dir, tag)
 
     def finish():
-        try:
-            rc = proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            rc = None
+        rc = st.wait_or_kill(proc, timeout_s)
         log.close()
         outcomes = None
         if os.path.exists(spec["result_file"]):
