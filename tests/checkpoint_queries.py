@@ -705,6 +705,15 @@ def check_steps(result: dict) -> list[dict]:
 # ---------------------------------------------------------------------------------------
 # The test FileSystem's self-test (runs in the subprocess: `call` step)
 
+def _failure_of(fn, *args) -> str | None:
+    """The message (first 2,000 characters) of what `fn(*args)` raised, or None."""
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 - the expected failure
+        return str(e)[:2000]
+    return None
+
+
 def fs_selftest(spark, root: str) -> dict:
     """Drives the test FileSystem through Hadoop's API and Spark's CheckpointFileManager and
     reports what it saw (the test asserts on it)."""
@@ -759,20 +768,12 @@ def fs_selftest(spark, root: str) -> dict:
 
     # an injected create failure raises, naming the file
     fs.failCreate(r"/cfm/.*2\.changelog", 1)
-    try:
-        atomic_write("2.changelog", b"y" * 10)
-        out["create_failure"] = None
-    except Exception as e:  # noqa: BLE001 - the expected failure
-        out["create_failure"] = str(e)[:2000]
+    out["create_failure"] = _failure_of(atomic_write, "2.changelog", b"y" * 10)
     out["after_create_failure"] = sorted(os.listdir(os.path.join(root, "cfm")))
 
     # an injected write failure raises; the partial temp file is cancelled by Spark or stays
     fs.failWrite(r"/cfm/.*3\.changelog", 1)
-    try:
-        atomic_write("3.changelog", b"z" * 10)
-        out["write_failure"] = None
-    except Exception as e:  # noqa: BLE001
-        out["write_failure"] = str(e)[:2000]
+    out["write_failure"] = _failure_of(atomic_write, "3.changelog", b"z" * 10)
 
     # a lost rename: close() succeeds, the file never appears, the temp file stays
     fs.loseRename(r"/cfm/4\.changelog$", 1)
@@ -781,11 +782,7 @@ def fs_selftest(spark, root: str) -> dict:
 
     # a failed rename raises
     fs.failRename(r"/cfm/5\.changelog$", 1)
-    try:
-        atomic_write("5.changelog", b"v" * 10)
-        out["rename_failure"] = None
-    except Exception as e:  # noqa: BLE001
-        out["rename_failure"] = str(e)[:2000]
+    out["rename_failure"] = _failure_of(atomic_write, "5.changelog", b"v" * 10)
     out["injected"] = list(fs.injected())
     out["pending_faults"] = fs.pendingFaults()
     fs.reset()

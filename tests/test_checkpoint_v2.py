@@ -71,12 +71,7 @@ def v2_outcomes(request, _session_holder, candidate, tmp_path_factory):
     if candidate == st.HDFS or not names:
         return {}
     cases = [V2RestartCase(n, tmp_path_factory.mktemp(f"v2-{n}"), candidate) for n in names]
-    spark = _session_holder.get()
-    firsts = st.run_many(spark, [kw for c in cases for kw in c.first_runs()], max_parallel=6)
-    for c in cases:
-        c.add_rest()
-    seconds = st.run_many(spark, [c.second_run() for c in cases], max_parallel=6)
-    return {c.name: (c, *firsts[3 * i:3 * i + 3], seconds[i]) for i, c in enumerate(cases)}
+    return er.run_restart_cases(_session_holder.get(), cases)
 
 
 @pytest.mark.parametrize("case", V2_CASES)

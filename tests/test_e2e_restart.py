@@ -164,7 +164,12 @@ def restart_outcomes(request, _session_holder, candidate, tmp_path_factory):
         if item.module is request.module and item.originalname == "test_restart_from_checkpoint":
             names.append(item.callspec.params["case"])
     cases = [RestartCase(n, tmp_path_factory.mktemp(f"restart-{n}"), candidate) for n in names]
-    spark = _session_holder.get()
+    return run_restart_cases(_session_holder.get(), cases)
+
+
+def run_restart_cases(spark, cases) -> dict:
+    """Runs every case's first runs, adds the rest of its input, runs its second run;
+    returns {name: (case, first runs..., second run)} (several cases at a time)."""
     firsts = st.run_many(spark, [kw for c in cases for kw in c.first_runs()], max_parallel=6)
     for c in cases:
         c.add_rest()
