@@ -46,6 +46,7 @@ from typing import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import jvm_state  # noqa: E402
 import streaming as st  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -54,13 +55,13 @@ TESTFS_CLASS = "io.ttlstate.testfs.FaultyFileSystem"
 TESTFS_SCHEME = "faulty"
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
-MODE = PREFIX + "checkpoint.mode"
-CACHE_DIR = PREFIX + "checkpoint.localCacheDir"
+MODE = jvm_state.MODE_KEY
+CACHE_DIR = jvm_state.CACHE_DIR_KEY
 TRANSFER_THREADS = PREFIX + "checkpoint.transferThreads"
 MIN_BATCHES = "spark.sql.streaming.minBatchesToRetain"
 MIN_DELTAS = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 MAINTENANCE_INTERVAL = "spark.sql.streaming.stateStore.maintenanceInterval"
-FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+FORMAT_VERSION = jvm_state.FORMAT_KEY
 
 DOWNLOADED = "ttlstateDownloadedBytes"
 REUSED = "ttlstateReusedFiles"

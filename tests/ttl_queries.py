@@ -446,18 +446,24 @@ def model_dedup_key(batches: Sequence[Batch], ts: dict[int, int], **store_kw):
     return out, live, store
 
 
+def _add_counts(store: "ModelStore", counts: collections.Counter, now: int) -> list:
+    """Adds `counts` to the running count per key in `store` at `now`; the sorted
+    (key, new count) rows a count-by-key query emits."""
+    rows = []
+    for k in sorted(counts):
+        n = (store.get(k, now) or 0) + counts[k]
+        store.put(k, n, now)
+        rows.append((k, n))
+    return st.sort_rows(rows)
+
+
 def model_count_by_key(batches: Sequence[Batch], ts: dict[int, int], **store_kw):
     store = ModelStore(**store_kw)
     out, live = {}, {}
     for b, batch in enumerate(batches):
         now = ts[b]
         counts = collections.Counter(k for k, _ in batch)
-        rows = []
-        for k in sorted(counts):
-            n = (store.get(k, now) or 0) + counts[k]
-            store.put(k, n, now)
-            rows.append((k, n))
-        out[b] = st.sort_rows(rows)
+        out[b] = _add_counts(store, counts, now)
         live[b] = store.live(now)
     return out, live, store
 
@@ -507,12 +513,7 @@ def model_dedup_then_count(batches: Sequence[Batch], ts: dict[int, int],
             if dedup.get((k, v), now) is None:
                 dedup.put((k, v), True, now)
                 passed[k] += 1
-        rows = []
-        for k in sorted(passed):
-            n = (count.get(k, now) or 0) + passed[k]
-            count.put(k, n, now)
-            rows.append((k, n))
-        out[b] = st.sort_rows(rows)
+        out[b] = _add_counts(count, passed, now)
     return out
 
 
