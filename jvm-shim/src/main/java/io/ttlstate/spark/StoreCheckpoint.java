@@ -91,6 +91,7 @@ final class StoreCheckpoint {
                 long numKeys = loadOnce(conn, storeHandle, plan, batchTimestampMs, metrics, used);
                 long ms = StoreMetrics.millisSince(start);
                 metrics.loadMs.addAndGet(ms);
+                metrics.checkpointLoads.incrementAndGet();
                 long hits = used.stream().filter(e -> e.hit).count();
                 metrics.reusedFiles.addAndGet(hits);
                 LOG.info("Loaded version {}{} of {} from {} ({} SSTs): {} files, {} from the local cache, "

@@ -31,6 +31,9 @@ final class StoreMetrics {
             "ttlstateCommitMs", "ttlstate: time to commit a version (worker commit, uploads, snapshot at commit)");
     static final StateStoreCustomMetric LOAD_MS = new StateStoreCustomTimingMetric(
             "ttlstateLoadMs", "ttlstate: time to load a version from the checkpoint");
+    static final StateStoreCustomMetric CHECKPOINT_LOADS = new StateStoreCustomSumMetric(
+            "ttlstateCheckpointLoads",
+            "ttlstate: store versions loaded from the checkpoint (a store's first use on an executor, a store that moved between executors, or recovery)");
     static final StateStoreCustomMetric SNAPSHOT_MS = new StateStoreCustomTimingMetric(
             "ttlstateSnapshotMs", "ttlstate: time to take and upload an incremental snapshot at commit");
     static final StateStoreCustomMetric UPLOADED_BYTES = new StateStoreCustomSizeMetric(
@@ -64,11 +67,12 @@ final class StoreMetrics {
     private static final Set<String> UNKNOWN_LOGGED = ConcurrentHashMap.newKeySet();
 
     static final List<StateStoreCustomMetric> ALL = List.of(
-            COMMIT_MS, LOAD_MS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, REUSED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
+            COMMIT_MS, LOAD_MS, CHECKPOINT_LOADS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, REUSED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
             EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS);
 
     final AtomicLong commitMs = new AtomicLong();
     final AtomicLong loadMs = new AtomicLong();
+    final AtomicLong checkpointLoads = new AtomicLong();
     final AtomicLong snapshotMs = new AtomicLong();
     final AtomicLong uploadedBytes = new AtomicLong();
     final AtomicLong uploadedFiles = new AtomicLong();
@@ -91,6 +95,7 @@ final class StoreMetrics {
     /** Adds what {@code other} (a read store's metrics) spent loading the version. */
     void addLoad(StoreMetrics other) {
         loadMs.addAndGet(other.loadMs.get());
+        checkpointLoads.addAndGet(other.checkpointLoads.get());
         downloadedBytes.addAndGet(other.downloadedBytes.get());
         reusedFiles.addAndGet(other.reusedFiles.get());
     }
@@ -126,6 +131,7 @@ final class StoreMetrics {
         scala.collection.immutable.Map<StateStoreCustomMetric, Object> m = scala.collection.immutable.Map$.MODULE$.empty();
         m = m.updated(COMMIT_MS, (Object) commitMs.get());
         m = m.updated(LOAD_MS, (Object) loadMs.get());
+        m = m.updated(CHECKPOINT_LOADS, (Object) checkpointLoads.get());
         m = m.updated(SNAPSHOT_MS, (Object) snapshotMs.get());
         m = m.updated(UPLOADED_BYTES, (Object) uploadedBytes.get());
         m = m.updated(UPLOADED_FILES, (Object) uploadedFiles.get());
