@@ -7,7 +7,7 @@ JAVA_SOURCES := $(shell find jvm-shim/src/main -name '*.java' 2>/dev/null) build
 TESTFS_JAR := jvm-shim/build/libs/ttlstate-testfs.jar
 TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) build.gradle
 
-.PHONY: setup deps jar demo test test-quick clean
+.PHONY: setup deps jar demo cluster-demo test test-quick clean
 
 setup: deps jar
 
@@ -29,6 +29,10 @@ $(TESTFS_JAR): $(TESTFS_SOURCES)
 
 demo: setup
 	$(PYTHON) -m ttlstate.demo
+
+# The demo on a two-worker Spark standalone cluster on localhost, stopped and removed after.
+cluster-demo: setup
+	$(PYTHON) -m ttlstate.standalone
 
 test: setup
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS)

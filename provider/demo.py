@@ -1,10 +1,11 @@
 """`python -m ttlstate.demo`: a streaming count per user whose state expires (Flink-style TTL).
 
 Writes JSON files of clicks and runs a stateful count per user on the embedded local
-Spark, one file per micro-batch, with a TTL on the state. The first run reads the first
-files (every user clicks); the demo then waits longer than the TTL and adds a file in
-which only half of the users click. The second run, resumed from the checkpoint, shows
-their counts starting over: the idle users' state expired and is gone.
+Spark (or on the cluster `--master` names), one file per micro-batch, with a TTL on the
+state. The first run reads the first files (every user clicks); the demo then waits
+longer than the TTL and adds a file in which only half of the users click. The second
+run, resumed from the checkpoint, shows their counts starting over: the idle users' state
+expired and is gone.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ def write_clicks(path: str, rows: int, users: range, rng: random.Random, mtime: 
     return counts
 
 
+def is_local(master: str) -> bool:
+    """True for the driver-only masters (`local`, `local[N]`, `local[N,F]`), not `local-cluster`."""
+    return master == "local" or master.startswith("local[")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ttlstate.demo", description=__doc__)
     ap.add_argument("--files", type=int, default=3, help="files of the first run")
@@ -37,6 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("--users", type=int, default=200)
     ap.add_argument("--ttl", default="5 seconds")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--master", default="local[2]",
+                    help="Spark master URL, e.g. spark://host:7077 (default: local[2])")
     args = ap.parse_args(argv)
 
     from pyspark.sql import SparkSession, functions as F
@@ -53,10 +61,14 @@ def main(argv=None) -> int:
         for f in range(args.files):
             write_clicks(os.path.join(inbox, f"clicks-{f:03d}.json"), args.rows,
                          range(args.users), rng, 1_700_000_000 + f)
-        builder = (ttlstate.configure(SparkSession.builder.master("local[2]").appName("ttlstate-demo"))
+        builder = (ttlstate.configure(SparkSession.builder.master(args.master)
+                                      .appName("ttlstate-demo"))
                    .config("spark.sql.shuffle.partitions", "4")
                    .config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false"))
+        if not is_local(args.master):  # executors of their own: one core, 1g each
+            builder = (builder.config("spark.executor.memory", "1g")
+                       .config("spark.executor.cores", "1"))
         for key, value in ttl.to_conf().items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
