@@ -235,8 +235,12 @@ class RunningQuery:
 def start_query(spark, provider: str, build_df: Callable, output_mode: str,
                 input_dir, checkpoint_dir, *, sink: str = "memory",
                 query_name: str | None = None, confs: dict | None = None,
-                timeout_s: float = 300) -> RunningQuery:
+                timeout_s: float = 300, on_batch: Callable[[int], None] | None = None
+                ) -> RunningQuery:
     """Starts `build_df(*streams)` with `provider` (see `run_query`); returns at once.
+
+    `on_batch(batch_id)` (foreachBatch sink only) runs after each batch's rows are
+    collected, while the query waits: its state is committed and no other batch runs.
 
     The provider conf is set on the session only while the query starts: a query clones
     the session's conf when it starts, so several queries with different providers can
@@ -255,6 +259,8 @@ def start_query(spark, provider: str, build_df: Callable, output_mode: str,
         elif sink == "foreach_batch":
             def collect_batch(batch_df, batch_id):
                 batches[batch_id] = [to_plain(r) for r in batch_df.collect()]
+                if on_batch is not None:
+                    on_batch(batch_id)
             writer = writer.foreachBatch(collect_batch)
         else:
             raise ValueError(f"unknown sink {sink!r}")
@@ -282,7 +288,8 @@ def session_confs(spark, settings: dict):
 def run_query(spark, provider: str, build_df: Callable, output_mode: str,
               input_dir, checkpoint_dir, *, sink: str = "memory",
               query_name: str | None = None, confs: dict | None = None,
-              timeout_s: float = 300) -> RunResult:
+              timeout_s: float = 300, on_batch: Callable[[int], None] | None = None
+              ) -> RunResult:
     """Runs `build_df(*streams)` with `provider` until all available input is processed.
 
     `input_dir` is a directory or a list of directories (one file stream each, with
@@ -294,7 +301,7 @@ def run_query(spark, provider: str, build_df: Callable, output_mode: str,
     """
     return start_query(spark, provider, build_df, output_mode, input_dir, checkpoint_dir,
                        sink=sink, query_name=query_name, confs=confs,
-                       timeout_s=timeout_s).result()
+                       timeout_s=timeout_s, on_batch=on_batch).result()
 
 
 def run_many(spark, runs: Sequence[dict], max_parallel: int = 6,

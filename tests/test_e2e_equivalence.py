@@ -36,6 +36,12 @@ CASES = {
     "inner_join": (st.inner_join, "append", "join"),
 }
 
+# case -> rows the HDFS run must exceed (an empty or tiny result cannot pass)
+MIN_ROWS = {"aggregation_update": 80, "aggregation_complete": 25,
+            "aggregation_append_watermark": 20, "drop_duplicates": 40,
+            "drop_duplicates_watermark": 40, "drop_duplicates_within_watermark": 40,
+            "apply_in_pandas_with_state": 30, "session_window": 40, "inner_join": 100}
+
 
 def _selected_cases(request) -> list[str]:
     cases = []
@@ -47,10 +53,8 @@ def _selected_cases(request) -> list[str]:
     return cases
 
 
-@pytest.fixture(scope="module")
-def outcomes(request, _session_holder, candidate, tmp_path_factory):
-    """case -> (HDFS result or exception, candidate result or exception)."""
-    root = tmp_path_factory.mktemp("equivalence")
+def write_inputs(root) -> dict:
+    """The deterministic input files of the cases, under `root`: {input name: dir(s)}."""
     inputs = {"events": root / "events", "join": [root / "join-left", root / "join-right"]}
     st.write_files(inputs["events"], st.generate_events(N_FILES, ROWS_PER_FILE, n_keys=10,
                                                         seed=11))
@@ -58,6 +62,14 @@ def outcomes(request, _session_holder, candidate, tmp_path_factory):
                    st.generate_events(N_FILES, 20, n_keys=4, seed=21, active_fraction=0.8))
     st.write_files(inputs["join"][1],
                    st.generate_events(N_FILES, 20, n_keys=4, seed=22, active_fraction=0.8))
+    return inputs
+
+
+@pytest.fixture(scope="module")
+def outcomes(request, _session_holder, candidate, tmp_path_factory):
+    """case -> (HDFS result or exception, candidate result or exception)."""
+    root = tmp_path_factory.mktemp("equivalence")
+    inputs = write_inputs(root)
     cases = _selected_cases(request)
     runs = []
     for case in cases:
@@ -93,21 +105,20 @@ def assert_evicted(result):
 @pytest.mark.parametrize("case", ["aggregation_update", "aggregation_complete"])
 def test_aggregation(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
-    st.assert_same_rows(hdfs, cand, min_rows=25 if case.endswith("complete") else 80,
-                        what=case)
+    st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
 
 
 @pytest.mark.parametrize("case", ["aggregation_append_watermark"])
 def test_aggregation_append_with_watermark(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
-    st.assert_same_rows(hdfs, cand, min_rows=20, what=case)
+    st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
     assert_evicted(cand)
 
 
 @pytest.mark.parametrize("case", ["drop_duplicates", "drop_duplicates_watermark"])
 def test_drop_duplicates(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
-    st.assert_same_rows(hdfs, cand, min_rows=40, what=case)
+    st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
     assert len(cand.rows) < N_FILES * ROWS_PER_FILE, "nothing was deduplicated"
     if case.endswith("watermark"):
         assert_evicted(cand)
@@ -116,7 +127,7 @@ def test_drop_duplicates(outcomes, candidate, case):
 @pytest.mark.parametrize("case", ["drop_duplicates_within_watermark"])
 def test_drop_duplicates_within_watermark(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
-    st.assert_same_rows(hdfs, cand, min_rows=40, what=case)
+    st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
     assert len(cand.rows) < N_FILES * ROWS_PER_FILE, "nothing was deduplicated"
     assert_evicted(cand)
 
@@ -124,7 +135,7 @@ def test_drop_duplicates_within_watermark(outcomes, candidate, case):
 @pytest.mark.parametrize("case", ["apply_in_pandas_with_state"])
 def test_apply_in_pandas_with_state(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
-    st.assert_same_rows(hdfs, cand, min_rows=30, what=case)
+    st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
     # State carried across batches (rounds > 1) and was removed (n reached 12).
     assert max(r[3] for r in cand.rows) > 1
     assert any(r[1] >= 12 for r in cand.rows)
@@ -134,7 +145,7 @@ def test_apply_in_pandas_with_state(outcomes, candidate, case):
 @pytest.mark.parametrize("case", ["session_window"])
 def test_session_window(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
-    st.assert_same_rows(hdfs, cand, min_rows=40, what=case)
+    st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
     assert max(r[2] for r in cand.rows) > 1, "no session merged several events"
     assert_evicted(cand)
 
@@ -142,7 +153,7 @@ def test_session_window(outcomes, candidate, case):
 @pytest.mark.parametrize("case", ["inner_join"])
 def test_stream_stream_inner_join(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
-    st.assert_same_rows(hdfs, cand, min_rows=100, what=case)
+    st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
     # Left rows joined right rows of a later minute: state survived across batches.
     assert any(st.file_of(r[5]) > st.file_of(r[2]) for r in cand.rows)
     assert_evicted(cand)
