@@ -134,7 +134,8 @@ public final class PythonService {
         }
         if (base == null || base.length() > MAX_DIR_LENGTH - 26) {
             if (base != null) {
-                LOG.warn("Spark local dir {} is too long for a Unix socket path; using {}",
+                // usual on cluster executors (standalone: <worker dir>/spark-<uuid>/executor-<uuid>/...)
+                LOG.info("Spark local dir {} is too long for a Unix socket path; the store service uses {}",
                         base, System.getProperty("java.io.tmpdir"));
             }
             base = System.getProperty("java.io.tmpdir");
