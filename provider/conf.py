@@ -53,6 +53,14 @@ def _one_of(*allowed: str):
     return parse
 
 
+def _timeout_ms(text: str) -> int:
+    """A positive duration (`30s`, `10min`, or milliseconds), in milliseconds."""
+    v = ttl_config.parse_duration(text.strip())
+    if not 1_000 <= v <= 7 * 24 * 3_600_000:
+        raise ValueError("expected a duration from 1s to 7d (e.g. 30s, 10min)")
+    return v
+
+
 def _absolute_path(text: str) -> str:
     v = text.strip()
     if not v.startswith("/"):
@@ -75,6 +83,14 @@ ENTRIES: tuple[ConfEntry, ...] = (
     ConfEntry(
         "iteratorChunkEntries", _positive_int(1_000_000), "1024",
         "Entries per chunk when iterating or prefix-scanning a store.",
+        "store"),
+    ConfEntry(
+        "workerTimeout", _timeout_ms, "10min",
+        "How long the JVM waits for a store worker's answer to one request. A worker that "
+        "does not answer in time (stopped, stuck on a disk) is killed, so its service "
+        "starts a fresh one, and the task fails with `TTLSTATE_WORKER_TIMEOUT` naming the "
+        "worker and this key; Spark's task retry then reloads the store from the checkpoint. "
+        "Long requests (a load or snapshot of a big store) must fit in it.",
         "store"),
     ConfEntry(
         "checkpoint.mode", _one_of("changelog", "snapshot"), "changelog",

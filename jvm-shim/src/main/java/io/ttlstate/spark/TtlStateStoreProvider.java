@@ -326,6 +326,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         loadedVersion = -1;
         writeBatchBytes = intSetting(resolved, "writeBatchBytes", writeBatchBytes);
         iteratorChunkEntries = intSetting(resolved, "iteratorChunkEntries", iteratorChunkEntries);
+        c.timeoutMillis(intSetting(resolved, "workerTimeout", (int) WorkerConnection.DEFAULT_TIMEOUT_MILLIS));
         snapshotMode = "snapshot".equalsIgnoreCase(setting(resolved, "checkpoint.mode"));
         int transferThreads = intSetting(resolved, "checkpoint.transferThreads", DEFAULT_TRANSFER_THREADS);
         TransferPool.ensureThreads(transferThreads);

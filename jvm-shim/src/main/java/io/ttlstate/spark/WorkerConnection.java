@@ -10,6 +10,10 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 
 import io.ttlstate.spark.protocol.FrameReader;
@@ -23,11 +27,25 @@ import org.slf4j.LoggerFactory;
  * One connection to one store worker: HELLO handshake, then framed request/response under
  * one lock (task threads and maintenance threads share a provider and so a connection).
  * Any I/O or framing failure marks the connection broken; the provider then reconnects.
+ * A request the worker does not answer within the timeout ({@code workerTimeout}) kills the
+ * worker (its service starts a new one), closes the connection and fails with
+ * {@code TTLSTATE_WORKER_TIMEOUT}, which the provider does not retry: the task fails.
  */
 final class WorkerConnection implements Closeable {
     private static final Logger LOG = LoggerFactory.getLogger(WorkerConnection.class);
 
+    /** Timeout of a request until OPEN resolved the store's {@code workerTimeout}. */
+    static final long DEFAULT_TIMEOUT_MILLIS = 10 * 60 * 1000L;
+    static final String TIMEOUT_KEY = PythonService.CONF_PREFIX + "workerTimeout";
+    private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "ttlstate-worker-watchdog");
+        t.setDaemon(true);
+        return t;
+    });
+
     private final ReentrantLock lock = new ReentrantLock();
+    private volatile long timeoutMillis = DEFAULT_TIMEOUT_MILLIS;
+    private volatile boolean timedOut;
     private final SocketChannel channel;
     private final PythonService service;
     private final int workerIndex;
@@ -121,16 +139,42 @@ final class WorkerConnection implements Closeable {
         lock.lock();
         try {
             ensureOpen();
+            long timeout = timeoutMillis;
+            ScheduledFuture<?> alarm = WATCHDOG.schedule(() -> expire(timeout), timeout, TimeUnit.MILLISECONDS);
             try {
                 write(request);
                 return readResponse();
             } catch (IOException e) {
                 broken = true;
+                if (timedOut) {
+                    throw new WorkerException("TTLSTATE_WORKER_TIMEOUT", String.format(
+                            "ttlstate worker %d (pid %d) did not answer within %d ms (%s); it was killed and "
+                                    + "its service starts a new one; the task's retry reloads the store from "
+                                    + "the checkpoint", workerIndex, workerPid, timeout, TIMEOUT_KEY));
+                }
                 throw e;
+            } finally {
+                alarm.cancel(false);
             }
         } finally {
             lock.unlock();
         }
+    }
+
+    /** Sets how long a request may wait for its answer (the store's {@code workerTimeout}). */
+    void timeoutMillis(long millis) {
+        timeoutMillis = millis;
+    }
+
+    /** The watchdog's alarm: the worker did not answer in time. */
+    private void expire(long timeout) {
+        timedOut = true;
+        LOG.error("ttlstate worker {} (pid {}) did not answer within {} ms ({}); killing it", workerIndex,
+                workerPid, timeout, TIMEOUT_KEY);
+        if (workerPid > 0) {
+            ProcessHandle.of(workerPid).ifPresent(ProcessHandle::destroyForcibly);
+        }
+        closeQuietly(channel); // the blocked read or write returns with an exception
     }
 
     /** Sends a request that gets no response (WRITE_BATCH). */
