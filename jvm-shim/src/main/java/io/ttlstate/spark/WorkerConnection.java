@@ -148,17 +148,28 @@ final class WorkerConnection implements Closeable {
                 broken = true;
                 if (timedOut) {
                     throw new WorkerException("TTLSTATE_WORKER_TIMEOUT", String.format(
-                            "ttlstate worker %d (pid %d) did not answer within %d ms (%s); it was killed and "
-                                    + "its service starts a new one; the task's retry reloads the store from "
-                                    + "the checkpoint", workerIndex, workerPid, timeout, TIMEOUT_KEY));
+                            "ttlstate worker %d (pid %d) did not answer %s within %d ms (%s); it was killed "
+                                    + "and its service starts a new one; the task's retry reloads the store "
+                                    + "from the checkpoint", workerIndex, workerPid, opName(request), timeout,
+                            TIMEOUT_KEY));
                 }
-                throw e;
+                throw failedDuring(request, e);
             } finally {
                 alarm.cancel(false);
             }
         } finally {
             lock.unlock();
         }
+    }
+
+    private static String opName(FrameWriter request) {
+        return Op.name(request.frame()[4] & 0xFF);
+    }
+
+    /** {@code e} with the request it interrupted and the worker's pid in its message. */
+    private IOException failedDuring(FrameWriter request, IOException e) {
+        return new IOException(String.format("%s during %s (worker pid %d)", e.getMessage(), opName(request),
+                workerPid), e);
     }
 
     /** Sets how long a request may wait for its answer (the store's {@code workerTimeout}). */
@@ -185,7 +196,8 @@ final class WorkerConnection implements Closeable {
             write(request);
         } catch (IOException e) {
             broken = true;
-            throw new UncheckedIOException("ttlstate worker " + workerIndex + ": " + e.getMessage(), e);
+            IOException named = failedDuring(request, e);
+            throw new UncheckedIOException("ttlstate worker " + workerIndex + ": " + named.getMessage(), named);
         } finally {
             lock.unlock();
         }
