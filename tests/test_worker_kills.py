@@ -1,0 +1,124 @@
+"""SIGKILL of store workers at random moments changes no result.
+
+A session on `local[2,4]` (Spark retries a failed task up to 4 times) runs aggregation,
+dropDuplicates and the stream-stream join, one query per run, while a killer thread
+SIGKILLs a random store worker of the session's service at random moments (seeded gaps of
+0.3-2.5 s): during gets, write-behind flushes, commits, uploads or between them. The
+service starts a new worker; a task that lost its worker fails, and its retry reloads the
+store from the checkpoint. Every run must complete with exactly the per-batch output of an
+undisturbed HDFS run. The failed tasks' errors (Spark's REST API) name the request each
+kill interrupted; the test prints their tally.
+
+Runs: `TTLSTATE_WORKER_KILL_RUNS` (default 3, one per query, as CI runs it; the issue asks for 20 or more: `TTLSTATE_WORKER_KILL_RUNS=21`).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import re
+import signal
+import threading
+
+import pytest
+
+import cluster as cl
+import streaming as st
+from streaming import HDFS, TTLSTATE
+from test_e2e_restart import RestartCase
+
+pytestmark = pytest.mark.slow
+
+RUNS = int(os.environ.get("TTLSTATE_WORKER_KILL_RUNS", "3"))
+QUERIES = ["aggregation_update", "drop_duplicates", "inner_join"]
+
+
+@pytest.fixture(scope="module")
+def retrying_spark(_session_holder, tmp_path_factory):
+    """A local session whose failed tasks are retried (`local[2,4]`), with its UI's REST
+    API on; the shared session is stopped first and rebuilt by the next module."""
+    import ttlstate
+
+    _session_holder.stop()
+    b = (st.session_builder("ttlstate-worker-kills",
+                            str(tmp_path_factory.mktemp("kills-warehouse")))
+         .master("local[2,4]").config("spark.ui.enabled", "true"))
+    spark = ttlstate.configure(b).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="module")
+def references(retrying_spark, tmp_path_factory):
+    """query -> (its inputs, the undisturbed HDFS run)."""
+    cases = {n: RestartCase(n, tmp_path_factory.mktemp(f"kills-{n}"), HDFS) for n in QUERIES}
+    runs = [dict(provider=HDFS, input_dir=c.full, checkpoint_dir=c.root / "ck-reference",
+                 **c.common) for c in cases.values()]
+    out = {}
+    for (n, c), r in zip(cases.items(), st.run_many(retrying_spark, runs)):
+        if isinstance(r, BaseException):
+            raise r
+        out[n] = (c, r)
+    return out
+
+
+def _worker_pids(spark) -> list[int]:
+    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    return cl.store_services(jvm_pid)[1:]
+
+
+class Killer(threading.Thread):
+    """SIGKILLs a random store worker at random moments until stopped."""
+
+    def __init__(self, spark, seed: int):
+        super().__init__(name="worker-killer", daemon=True)
+        self.spark, self.rng, self.stop = spark, random.Random(seed), threading.Event()
+        self.kills: list[int] = []
+
+    def run(self):
+        while not self.stop.wait(self.rng.uniform(0.3, 2.5)):
+            workers = _worker_pids(self.spark)
+            if workers:
+                pid = self.rng.choice(workers)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    self.kills.append(pid)
+                except ProcessLookupError:
+                    pass
+
+
+def _interrupted_requests(api: cl.StatusApi, run_id: str) -> collections.Counter:
+    """The request named by each failed task's error (`... during COMMIT ...`)."""
+    tally: collections.Counter = collections.Counter()
+    for stage_ids in api.batch_stage_ids(run_id).values():
+        for sid in stage_ids:
+            for t in api.tasks(sid):
+                if t.get("status") == "FAILED":
+                    m = re.search(r"during ([A-Z_]+)", t.get("errorMessage") or "")
+                    tally[m.group(1) if m else "other"] += 1
+    return tally
+
+
+@pytest.mark.parametrize("run", range(RUNS))
+def test_killed_workers_change_no_result(retrying_spark, candidate, references, tmp_path, run):
+    if candidate != TTLSTATE:
+        pytest.skip("kills ttlstate's store workers")
+    spark = retrying_spark
+    name = QUERIES[run % len(QUERIES)]
+    c, reference = references[name]
+    killer = Killer(spark, seed=run)
+    killer.start()
+    try:
+        result = st.run_query(spark, TTLSTATE, c.build_df, c.mode, c.full, tmp_path / "ck",
+                              sink="foreach_batch")
+    finally:
+        killer.stop.set()
+        killer.join()
+    assert result.batches == reference.batches, f"{name}: output differs after kills"
+    assert killer.kills, "the killer killed no worker"
+    tally = _interrupted_requests(cl.StatusApi(spark), result.progress[0]["runId"])
+    print(f"\n{name} run {run}: {len(killer.kills)} workers killed; failed tasks by the "
+          f"request they lost: {dict(tally)}; "
+          f"batches {len(result.batches)}, output equals HDFS")
