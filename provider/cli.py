@@ -1,0 +1,458 @@
+"""`python -m ttlstate inspect|dump|verify <checkpointLocation>`: argument parsing, the three
+commands and their text or JSON output. Reading the checkpoint is `checkpoint_reader`;
+decoding Spark's rows is `unsaferow`.
+
+Exit status: 0 success; 1 `verify` found problems (or `inspect` could not load a store);
+2 a usage error or a location that cannot be read as asked (`error: [CLASS] message`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import sys
+import time
+
+from . import checkpoint_reader as cr
+from . import statefile, unsaferow
+from .conf import PREFIX
+from .errors import TtlStateError
+from .ttl import expiration_ts
+from .ttl import config as ttl_config
+
+LOCAL_ONLY = ("Reads local file system paths and file: URIs only (not hdfs:, s3a:, ...); "
+              "never changes the checkpoint.")
+# Histogram edges (ms): remaining time-to-live (or age) up to each edge, then beyond the last.
+_EDGES = [(0, "<= 0"), (1_000, "<= 1s"), (10_000, "<= 10s"), (60_000, "<= 1m"),
+          (600_000, "<= 10m"), (3_600_000, "<= 1h"), (21_600_000, "<= 6h"),
+          (86_400_000, "<= 1d"), (604_800_000, "<= 7d"), (2_592_000_000, "<= 30d")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_signal)  # so temporary directories are deleted
+    try:
+        return args.run(args)
+    except TtlStateError as e:
+        print(f"error: [{e.error_class}] {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `... dump | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ttlstate",
+        description="Look inside the state of a streaming query's checkpoint kept by ttlstate. "
+                    + LOCAL_ONLY)
+    sub = p.add_subparsers(dest="command", required=True, metavar="{inspect,dump,verify}")
+
+    def location(sp):
+        sp.add_argument("location", metavar="checkpointLocation",
+                        help="the query's checkpoint location: a local path or a file: URI")
+
+    def ttl_args(sp):
+        sp.add_argument("--ttl", metavar="DURATION",
+                        help="the TTL the query runs with (30s, 10 minutes, 1h, ...): the "
+                             "checkpoint does not record it; gives remaining time-to-live "
+                             "and live key counts")
+        sp.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[],
+                        help=f"a {PREFIX}* TTL setting of the query, per-operator and "
+                             "per-store overrides included (repeatable)")
+        sp.add_argument("--now", metavar="MS", type=int,
+                        help="the time (ms since the epoch) to measure time-to-live against; "
+                             "default: now")
+
+    sp = sub.add_parser("inspect", help="operators, partitions, stores, versions, sizes, key "
+                        "counts, TTL settings and a time-to-live histogram",
+                        description="Summarise the state of a checkpoint location: its "
+                        "operators, partitions and stores, the versions retained (manifests, "
+                        "changelogs), sizes on disk, key counts of the latest version, the TTL "
+                        "settings recorded and a histogram of the entries' remaining "
+                        "time-to-live (their age without --ttl). " + LOCAL_ONLY)
+    location(sp)
+    ttl_args(sp)
+    sp.add_argument("--json", action="store_true", help="print one JSON document")
+    sp.set_defaults(run=_inspect)
+
+    sp = sub.add_parser("dump", help="keys and values of one store, with their TTL timestamps",
+                        description="Print the entries of one store at one version: keys and "
+                        "values decoded with the state schema Spark recorded (hex when it is "
+                        "unknown or does not fit) and each entry's TTL timestamp. " + LOCAL_ONLY)
+    location(sp)
+    sp.add_argument("--operator", type=int, required=True, metavar="N")
+    sp.add_argument("--partition", type=int, required=True, metavar="P")
+    sp.add_argument("--store", metavar="NAME",
+                    help="store name (a join has left-keyToNumValues, left-keyWithIndexToValue, "
+                         "right-...); needed only when the operator has several")
+    sp.add_argument("--version", type=int, metavar="V", help="state version (default: the latest)")
+    sp.add_argument("--limit", type=int, metavar="N", help="print at most N entries")
+    sp.add_argument("--json", action="store_true", help="print one JSON document")
+    sp.set_defaults(run=_dump)
+
+    sp = sub.add_parser("verify", help="check every retained version's files (exit 1 on a problem)",
+                        description="Check every retained version's files: manifest checksums, "
+                        "the size and CRC32 of every SST a manifest lists, every changelog read "
+                        "to its end, and that each version's files are all there. Exit 0 if all "
+                        "is good, else 1, printing each problem with its file and version. "
+                        + LOCAL_ONLY)
+    location(sp)
+    sp.add_argument("--json", action="store_true", help="print one JSON document")
+    sp.set_defaults(run=_verify)
+    return p
+
+
+# -- inspect ----------------------------------------------------------------------------------
+
+def _inspect(args) -> int:
+    loc = cr.CheckpointLocation(args.location)
+    ops = loc.operators()
+    confs = _ttl_confs(args)
+    now = args.now if args.now is not None else time.time_ns() // 1_000_000
+    all_stores = [(op, sd) for op in ops for sd in loc.stores(op)]
+    progress = _Progress("loading stores")
+    doc_ops, failed = [], 0
+    by_op: dict[int, list[dict]] = {op.id: [] for op in ops}
+    for i, (op, sd) in enumerate(all_stores):
+        progress(i, len(all_stores), sd.label)
+        info = _store_summary(sd, op, confs, now)
+        failed += "error" in info
+        by_op[op.id].append(info)
+    progress(len(all_stores), len(all_stores), "")
+    for op in ops:
+        stores = by_op[op.id]
+        doc_ops.append({
+            "id": op.id, "name": op.name, "numPartitions": op.num_partitions,
+            "partitions": op.partitions,
+            "storeNames": [s.name for s in op.stores],
+            "keys": sum(s.get("keys", 0) for s in stores),
+            "keysByStore": {n.name: sum(s.get("keys", 0) for s in stores if s["store"] == n.name)
+                            for n in op.stores},
+            "sizeBytes": sum(s["sizeBytes"]["total"] for s in stores),
+            "ttl": _operator_ttl(stores),
+            "ttlHistogram": _histogram(stores, now),
+            "stores": stores,
+        })
+    doc = {
+        "checkpoint": loc.path,
+        "lastCommittedBatch": loc.last_committed_batch(),
+        "now": now,
+        "keys": sum(o["keys"] for o in doc_ops),
+        "sizeBytes": sum(o["sizeBytes"] for o in doc_ops),
+        "operators": doc_ops,
+    }
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        _print_inspect(doc)
+    return 1 if failed else 0
+
+
+def _ttl_confs(args) -> dict[str, str]:
+    confs = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise cr.CheckpointReadError(f"--conf {item!r}: expected KEY=VALUE")
+        confs[key.strip()] = value.strip()
+    if args.ttl is not None:
+        confs[PREFIX + "ttl"] = args.ttl
+    ttl_config.resolve(confs, 0)  # a bad value: InvalidConfError naming the key, before any work
+    return confs
+
+
+def _store_summary(sd: cr.StoreDir, op: cr.OperatorInfo, confs: dict, now: int) -> dict:
+    manifests = sorted({f.version for f in sd.of_kind("manifest")})
+    changelogs = sorted({f.version for f in sd.of_kind("changelog")})
+    info = {
+        "partition": sd.partition, "store": sd.name, "path": sd.path,
+        "versions": sd.versions(), "manifests": manifests, "changelogs": changelogs,
+        "latestVersion": sd.latest(),
+        "sizeBytes": dict(sd.sizes, total=sd.size),
+    }
+    try:
+        with cr.materialise(sd) as loaded:
+            store = loaded.store
+            info["keys"] = store.num_keys
+            ttl = {"valueLayout": statefile.LAYOUT_NAMES[store.layout], "dbTtl": loaded.db_ttl,
+                   "batchTimestampMs": store.batch_ts, "cursor": store.cursor.hex()}
+            if loaded.ttl_layout:
+                resolved = ttl_config.resolve(confs, op.id, sd.name) if confs else None
+                ttl_ms = resolved.ttl_ms if resolved is not None and resolved.enabled else None
+                ttl["ttlMs"] = ttl_ms
+                ttl["timestamps"] = sorted([ts, n] for ts, n in store.hist.counts.items() if n)
+                if ttl_ms:
+                    if store.batch_ts >= 0:
+                        info["liveKeysAtVersionClock"] = store.hist.live_count(ttl_ms, store.batch_ts)
+                    info["liveKeysNow"] = store.hist.live_count(ttl_ms, now)
+            info["ttl"] = ttl
+    except TtlStateError as e:
+        info["error"] = f"[{e.error_class}] {e}"
+    return info
+
+
+def _operator_ttl(stores: list[dict]) -> dict:
+    """What the stores of an operator record about TTL (the values seen, across stores)."""
+    loaded = [s["ttl"] for s in stores if "ttl" in s]
+    return {
+        "valueLayouts": sorted({t["valueLayout"] for t in loaded}),
+        "dbTtl": sorted({t["dbTtl"] for t in loaded}, key=str),
+        "ttlMs": sorted({t.get("ttlMs") for t in loaded if t["valueLayout"] == "ttl"}, key=str),
+        "batchTimestampMs": max((t["batchTimestampMs"] for t in loaded), default=-1),
+    }
+
+
+def _histogram(stores: list[dict], now: int) -> dict | None:
+    """Entries by remaining time-to-live at `now` (their age if a TTL store's TTL is unknown)."""
+    ttl_stores = [s for s in stores if s.get("ttl", {}).get("valueLayout") == "ttl"]
+    if not ttl_stores:
+        return None
+    remaining = all(s["ttl"].get("ttlMs") for s in ttl_stores)
+    counts = [0] * (len(_EDGES) + 1)
+    for s in ttl_stores:
+        ttl_ms = s["ttl"].get("ttlMs")
+        for ts, n in s["ttl"]["timestamps"]:
+            ms = expiration_ts(ts, ttl_ms) - now if remaining else now - ts
+            counts[next((i for i, (edge, _) in enumerate(_EDGES) if ms <= edge), len(_EDGES))] += n
+    labels = [label for _, label in _EDGES] + [f"> {_EDGES[-1][1][3:]}"]
+    if remaining:
+        labels[0] = "expired"
+    return {
+        "basis": "remainingTtl" if remaining else "age",
+        "now": now,
+        "buckets": [{"label": label, "upToMs": _EDGES[i][0] if i < len(_EDGES) else None, "entries": n}
+                    for i, (label, n) in enumerate(zip(labels, counts))],
+    }
+
+
+def _print_inspect(doc: dict):
+    ops = doc["operators"]
+    n_stores = sum(len(o["stores"]) for o in ops)
+    n_parts = len({(o["id"], p) for o in ops for p in o["partitions"]})
+    last = doc["lastCommittedBatch"]
+    print(f"Checkpoint {doc['checkpoint']}")
+    print(f"Last committed batch: {last} (state version {last + 1})" if last is not None
+          else "Last committed batch: none")
+    print(f"State: {len(ops)} operator{_s(len(ops))}, {n_parts} partition{_s(n_parts)}, "
+          f"{n_stores} store{_s(n_stores)}, {doc['keys']} keys in the latest versions, "
+          f"{_size(doc['sizeBytes'])} on disk")
+    for o in ops:
+        print()
+        print(f"Operator {o['id']}: {o['name'] or '(no operator metadata)'}, "
+              f"{len(o['partitions'])} partition{_s(len(o['partitions']))}, "
+              f"store{_s(len(o['storeNames']))} {', '.join(o['storeNames'])}")
+        print("  TTL: " + _ttl_text(o["ttl"]))
+        rows = [("partition", "store", "versions", "manifests", "changelogs", "latest", "keys", "size")]
+        for s in o["stores"]:
+            keys = str(s["keys"]) if "keys" in s else "error"
+            if "liveKeysNow" in s:
+                keys += f" ({s['liveKeysNow']} live)"
+            rows.append((str(s["partition"]), s["store"], cr.format_ranges(s["versions"]) or "-",
+                         cr.format_ranges(s["manifests"]) or "-", cr.format_ranges(s["changelogs"]) or "-",
+                         str(s["latestVersion"]), keys, _size(s["sizeBytes"]["total"])))
+        if len(o["keysByStore"]) > 1:
+            for name, n in o["keysByStore"].items():
+                size = sum(s["sizeBytes"]["total"] for s in o["stores"] if s["store"] == name)
+                rows.append(("all", name, "", "", "", "", str(n), _size(size)))
+        rows.append(("total", "", "", "", "", "", str(o["keys"]), _size(o["sizeBytes"])))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for r in rows:
+            print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        for s in o["stores"]:
+            if "error" in s:
+                print(f"  partition {s['partition']} store {s['store']}: cannot load version "
+                      f"{s['latestVersion']}: {s['error']}")
+        h = o["ttlHistogram"]
+        if h:
+            total = sum(b["entries"] for b in h["buckets"])
+            what = ("Remaining time-to-live" if h["basis"] == "remainingTtl"
+                    else "Age (time since last write; give --ttl for the remaining time-to-live)")
+            print(f"  {what} at {_ts(h['now'])}, {total} entries:")
+            top = max((b["entries"] for b in h["buckets"]), default=0) or 1
+            for b in h["buckets"]:
+                bar = "#" * (round(40 * b["entries"] / top) if b["entries"] else 0)
+                print(f"    {b['label']:>8}  {b['entries']:>10}  {bar}".rstrip())
+
+
+def _ttl_text(t: dict) -> str:
+    layouts = t["valueLayouts"]
+    if not layouts:
+        return "unknown (no store could be loaded)"
+    if layouts == ["plain"]:
+        return "off (plain value layout: the values carry no TTL timestamps)"
+    parts = ["on (ttl value layout: an 8-byte timestamp before each value)" if layouts == ["ttl"]
+             else "mixed value layouts across stores: " + ", ".join(layouts)]
+    db = t["dbTtl"]
+    parts.append("RocksDB TTL compaction filter: " + ", ".join(
+        "on" if d else "off" if d is False else "not recorded (no snapshot)" for d in db))
+    if t["batchTimestampMs"] >= 0:
+        parts.append(f"clock of the latest version: {_ts(t['batchTimestampMs'])}")
+    ttls = [x for x in t["ttlMs"] if x]
+    parts.append("duration: " + (", ".join(_duration(x) for x in ttls) + " (given)" if ttls else
+                 "not recorded in the checkpoint (give --ttl)"))
+    return "; ".join(parts)
+
+
+# -- dump -------------------------------------------------------------------------------------
+
+def _dump(args) -> int:
+    loc = cr.CheckpointLocation(args.location)
+    op = loc.operator(args.operator)
+    sd = loc.store(op, args.partition, args.store)
+    schema = loc.schema(op.id, sd.name)
+    key_schema, value_schema = (unsaferow.parse_schema(schema[0]), unsaferow.parse_schema(schema[1])) \
+        if schema else (None, None)
+    prefix_cols = next((s.num_prefix_cols for s in op.stores if s.name == sd.name), 0)
+    version = sd.latest() if args.version is None else args.version
+    with cr.materialise(sd, version) as loaded:
+        total = loaded.store.num_keys
+        header = {
+            "checkpoint": loc.path, "operator": op.id, "operatorName": op.name,
+            "partition": sd.partition, "store": sd.name, "version": version,
+            "versions": sd.versions(), "numEntries": total,
+            "valueLayout": statefile.LAYOUT_NAMES[loaded.store.layout],
+            "keySchema": key_schema, "valueSchema": value_schema,
+        }
+        if not args.json:
+            _print_dump_header(header, key_schema, value_schema)
+        entries = []
+        for i, (key, value, ts) in enumerate(loaded.entries()):
+            if args.limit is not None and i >= args.limit:
+                break
+            e = _entry(key, value, ts, key_schema, value_schema, prefix_cols)
+            if args.json:
+                entries.append(e)
+            else:
+                print(_entry_text(e))
+    if args.json:
+        header["truncated"] = args.limit is not None and total > args.limit
+        header["entries"] = entries
+        print(json.dumps(header, indent=1, ensure_ascii=False))
+    elif args.limit is not None and total > args.limit:
+        print(f"# ... {total - args.limit} more (--limit {args.limit})")
+    return 0
+
+
+def _entry(key: bytes, value: bytes, ts: int | None, key_schema, value_schema, prefix_cols: int) -> dict:
+    e: dict = {}
+    row = key
+    if prefix_cols and len(key) >= 4:  # ttlstate's prefix-scan key: [u32 BE len][prefix row][key row]
+        row = key[4 + int.from_bytes(key[:4], "big"):]
+    for name, data, schema in (("key", row, key_schema), ("value", value, value_schema)):
+        try:
+            if schema is None:
+                raise unsaferow.UnsafeRowError("no schema recorded")
+            e[name] = unsaferow.decode_row(data, schema)
+        except (unsaferow.UnsafeRowError, ValueError, KeyError, TypeError) as err:
+            e[name] = None
+            e[name + "Hex"] = (key if name == "key" else value).hex()
+            e[name + "Error"] = str(err)
+    if ts is not None:
+        e["ttlTimestampMs"] = ts
+        e["ttlTimestamp"] = _ts(ts)
+    return e
+
+
+def _entry_text(e: dict) -> str:
+    parts = []
+    for name in ("key", "value"):
+        if e.get(name + "Hex") is not None:
+            parts.append(f"{name}=0x{e[name + 'Hex']}")
+        else:
+            parts.append(f"{name}={json.dumps(e[name], ensure_ascii=False)}")
+    if "ttlTimestampMs" in e:
+        parts.append(f"ttlTimestamp={e['ttlTimestamp']} ({e['ttlTimestampMs']})")
+    return "  ".join(parts)
+
+
+def _print_dump_header(h: dict, key_schema, value_schema):
+    print(f"# operator {h['operator']} ({h['operatorName'] or 'no operator metadata'}), "
+          f"partition {h['partition']}, store {h['store']}, version {h['version']} "
+          f"(retained: {cr.format_ranges(h['versions']) or 'none'}): {h['numEntries']} entries, "
+          f"value layout {h['valueLayout']}")
+    if key_schema is None:
+        print("# no state schema recorded: keys and values in hex")
+    else:
+        print(f"# key {unsaferow.type_name(key_schema)}  value {unsaferow.type_name(value_schema)}")
+
+
+# -- verify -----------------------------------------------------------------------------------
+
+def _verify(args) -> int:
+    loc = cr.CheckpointLocation(args.location)
+    checked, problems = cr.verify(loc, _Progress("verifying stores"))
+    if args.json:
+        print(json.dumps({
+            "checkpoint": loc.path, "ok": not problems, "filesChecked": checked,
+            "problems": [{"path": p.path, "version": p.version, "reason": p.reason, "message": str(p)}
+                         for p in problems]}, indent=1))
+    else:
+        for p in problems:
+            print(f"PROBLEM {p}")
+        print(f"{loc.path}: {checked} files checked, "
+              + (f"{len(problems)} problem{_s(len(problems))}" if problems else "all good"))
+    return 1 if problems else 0
+
+
+# -- output helpers -----------------------------------------------------------------------------
+
+class _Progress:
+    """Progress on stderr, overwritten in place, when stderr is a terminal (else silent)."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.on = sys.stderr.isatty()
+        self.shown = 0.0
+        self.started = time.monotonic()
+
+    def __call__(self, done: int, total: int, item: str):
+        if not self.on:
+            return
+        t = time.monotonic()
+        if done >= total:
+            if self.shown:
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
+            return
+        if t - self.started < 0.5 or t - self.shown < 0.1:  # only for scans that take a while
+            return
+        self.shown = t
+        sys.stderr.write(f"\r\x1b[K{self.what}: {done}/{total} {item}"[:200])
+        sys.stderr.flush()
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _ts(ms: int) -> str:
+    try:
+        t = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)
+    except OverflowError:
+        return f"{ms} ms"
+    return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d} UTC"
+
+
+def _duration(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
