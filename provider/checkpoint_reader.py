@@ -26,7 +26,8 @@ from typing import Callable, Iterator
 from urllib.parse import unquote
 
 from . import manifest, statefile
-from .errors import CorruptFileError, TtlStateError
+from .errors import (CheckpointReadError, CorruptFileError, NoStateError, NotACheckpointError,
+                     UnknownStateError)
 from .protocol import FILE_CHANGELOG
 from .store import Store, _db_items, _file_crc32
 from .ttl import codec
@@ -45,30 +46,6 @@ _META_DIR = "_metadata"
 # load keeps every entry; with RocksDB's TTL database (`dbTtl`) its TTL is capped at 68 years.
 _READ_TTL_MS = 1 << 62
 
-
-class CheckpointReadError(TtlStateError):
-    """The location cannot be read as asked; the message names the path or value."""
-
-
-class NotACheckpointError(CheckpointReadError):
-    error_class = "TTLSTATE_NOT_A_CHECKPOINT"
-
-
-class NoStateError(CheckpointReadError):
-    error_class = "TTLSTATE_NO_STATE"
-
-
-class UnknownStateError(CheckpointReadError):
-    """An operator, partition, store or version the checkpoint does not hold."""
-
-    error_class = "TTLSTATE_UNKNOWN_STATE"
-
-    def __init__(self, kind: str, value, where: str, known, message: str | None = None):
-        known = list(known)
-        shown = ", ".join(map(str, known[:50])) + (", ..." if len(known) > 50 else "")
-        super().__init__((message or f"unknown {kind} {value!s} in {where}") + "; "
-                         + (f"it has: {shown}" if known else f"it has no {kind}"))
-        self.kind, self.value, self.where = kind, value, where
 
 
 def local_path(location: str) -> str:

@@ -54,3 +54,28 @@ class StorageError(TtlStateError):
     """RocksDB (or the local disk under it) failed; see `ttlstate.store.engine_errors`."""
 
     error_class = "TTLSTATE_STORAGE"
+
+
+class CheckpointReadError(TtlStateError):
+    """The location cannot be read as asked; the message names the path or value."""
+
+
+class NotACheckpointError(CheckpointReadError):
+    error_class = "TTLSTATE_NOT_A_CHECKPOINT"
+
+
+class NoStateError(CheckpointReadError):
+    error_class = "TTLSTATE_NO_STATE"
+
+
+class UnknownStateError(CheckpointReadError):
+    """An operator, partition, store or version the checkpoint does not hold."""
+
+    error_class = "TTLSTATE_UNKNOWN_STATE"
+
+    def __init__(self, kind: str, value, where: str, known, message: str | None = None):
+        known = list(known)
+        shown = ", ".join(map(str, known[:50])) + (", ..." if len(known) > 50 else "")
+        super().__init__((message or f"unknown {kind} {value!s} in {where}") + "; "
+                         + (f"it has: {shown}" if known else f"it has no {kind}"))
+        self.kind, self.value, self.where = kind, value, where
