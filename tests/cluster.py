@@ -110,6 +110,12 @@ def store_services(jvm_pid: int) -> list[int]:
     return services + workers
 
 
+def session_worker_pids(spark) -> list[int]:
+    """The store worker processes of the session JVM's own service (local mode)."""
+    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    return store_services(jvm_pid)[1:]
+
+
 def service_dir(service_pid: int) -> pathlib.Path | None:
     """The `--dir` of a running store service (its sockets and its stores' local files)."""
     for pid, _ppid, args in _processes():

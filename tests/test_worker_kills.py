@@ -64,11 +64,6 @@ def references(retrying_spark, tmp_path_factory):
     return out
 
 
-def _worker_pids(spark) -> list[int]:
-    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    return cl.store_services(jvm_pid)[1:]
-
-
 class Killer(threading.Thread):
     """SIGKILLs a random store worker at random moments until stopped."""
 
@@ -79,7 +74,7 @@ class Killer(threading.Thread):
 
     def run(self):
         while not self.stop.wait(self.rng.uniform(0.3, 2.5)):
-            workers = _worker_pids(self.spark)
+            workers = cl.session_worker_pids(self.spark)
             if workers:
                 pid = self.rng.choice(workers)
                 try:

@@ -24,14 +24,6 @@ pytestmark = pytest.mark.slow
 TIMEOUT_KEY = "spark.sql.streaming.stateStore.ttlstate.workerTimeout"
 
 
-def _worker_pids(spark) -> list[int]:
-    """The store worker processes of the session JVM's service (not the service itself)."""
-    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    procs = cl.store_services(jvm_pid)
-    assert procs, "the session JVM has no ttlstate store service"
-    return procs[1:]
-
-
 def test_stopped_worker_fails_the_task_after_the_timeout(spark, candidate, tmp_path):
     if candidate != TTLSTATE:
         pytest.skip("stops ttlstate's store workers")
@@ -45,7 +37,7 @@ def test_stopped_worker_fails_the_task_after_the_timeout(spark, candidate, tmp_p
 
     def stop_workers(batch_id):
         if batch_id == 2:
-            for pid in _worker_pids(spark):
+            for pid in cl.session_worker_pids(spark):
                 os.kill(pid, signal.SIGSTOP)
                 stopped.append(pid)
 
@@ -65,7 +57,8 @@ def test_stopped_worker_fails_the_task_after_the_timeout(spark, candidate, tmp_p
     assert max(q.batches) == 2, f"batches after the stop: {sorted(q.batches)}"
 
     # The service replaced the killed workers; the query resumes from its checkpoint.
-    cl.wait_until(lambda: len(_worker_pids(spark)) == len(stopped), 30, "replacement workers")
+    cl.wait_until(lambda: len(cl.session_worker_pids(spark)) == len(stopped), 30,
+                  "replacement workers")
     second = st.run_query(spark, TTLSTATE, checkpoint_dir=tmp_path / "ck", **common)
     merged = {b: st.sort_rows(rows) for b, rows in {**q.batches, **second.batches}.items()}
     assert merged == reference.batches
