@@ -9,7 +9,8 @@ store from the checkpoint. Every run must complete with exactly the per-batch ou
 undisturbed HDFS run. The failed tasks' errors (Spark's REST API) name the request each
 kill interrupted; the test prints their tally.
 
-Runs: `TTLSTATE_WORKER_KILL_RUNS` (default 3, one per query, as CI runs it; the issue asks for 20 or more: `TTLSTATE_WORKER_KILL_RUNS=21`).
+Runs: `TTLSTATE_WORKER_KILL_RUNS` (default 3, one per query, as CI runs it; the issue asks
+for 20 or more: `TTLSTATE_WORKER_KILL_RUNS=21`).
 """
 
 from __future__ import annotations
