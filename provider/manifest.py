@@ -89,7 +89,9 @@ def read(path: str, version: int | None = None) -> Manifest:
     if raw[:len(MAGIC)] != MAGIC:
         raise bad("bad magic (not a ttlstate manifest)")
     try:
-        text = zstandard.ZstdDecompressor().decompress(raw[len(MAGIC):-4])
+        # streamed, as state files are: memory follows the real output, not the content
+        # size the frame header claims (a bogus one made decompress() raise MemoryError)
+        text = zstandard.ZstdDecompressor().stream_reader(memoryview(raw)[len(MAGIC):-4]).read()
         doc = json.loads(text.decode("utf-8"))
     except (zstandard.ZstdError, UnicodeDecodeError, ValueError) as e:
         raise bad(f"not a valid manifest body ({e})") from None

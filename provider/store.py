@@ -294,6 +294,9 @@ class Store:
         self.batch_ts, self.cursor = meta.batch_ts, meta.cursor
 
     def begin(self, version: int, read_only: bool, batch_ts: int = -1) -> "Txn":
+        if self.version < 0:  # a failed load: no version until a load succeeds (not even "-1")
+            raise VersionMismatchError(
+                f"{self.store_id}: store is at no version (its last load failed), asked for {version}")
         if version != self.version:
             raise VersionMismatchError(
                 f"{self.store_id}: store is at version {self.version}, asked for {version}")

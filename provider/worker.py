@@ -21,6 +21,10 @@ from .store import Store, Txn
 log = logging.getLogger("ttlstate.worker")
 
 MAX_CHUNK_BYTES = 1 << 20
+# A HELLO is 11 bytes plus the token (32 bytes from the JVM): a longer first frame is refused
+# before its body is read, so a connection that has not authenticated costs no memory.
+MAX_HELLO_BYTES = 1024
+_RECV_CHUNK = 1 << 20  # a frame body is received in pieces of at most this size
 
 
 class _Iter:
@@ -310,7 +314,7 @@ class Worker:
             conn.close()
 
     def _handshake(self, conn: socket.socket):
-        body = _recv_frame(conn)
+        body = _recv_frame(conn, MAX_HELLO_BYTES)
         if body is None:
             raise OSError("closed before HELLO")
         r = p.Reader(body)
@@ -365,24 +369,39 @@ def _consteq(a: bytes, b: bytes) -> bool:
 
 
 def _recv_exact(conn: socket.socket, n: int) -> bytes | None:
-    buf = bytearray(n)
-    view = memoryview(buf)
+    """Exactly n bytes, or None if the peer closed before sending any.
+
+    Memory follows the bytes that arrive (pieces of at most 1 MiB), not the length a frame
+    header announces: a bogus length costs nothing until its bytes really come.
+    """
+    pieces = []
     got = 0
     while got < n:
-        k = conn.recv_into(view[got:], n - got)
-        if k == 0:
-            if got == 0:
-                return None
-            raise ProtocolError(f"connection closed inside a frame ({got} of {n} bytes)")
-        got += k
-    return bytes(buf)
+        buf = bytearray(min(n - got, _RECV_CHUNK))
+        view = memoryview(buf)
+        filled = 0
+        while filled < len(buf):
+            k = conn.recv_into(view[filled:], len(buf) - filled)
+            if k == 0:
+                if got + filled == 0:
+                    return None
+                raise ProtocolError(f"connection closed inside a frame ({got + filled} of {n} bytes)")
+            filled += k
+        pieces.append(buf)
+        got += filled
+    return bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
 
 
-def _recv_frame(conn: socket.socket) -> bytes | None:
+def _recv_frame(conn: socket.socket, limit: int = p.MAX_FRAME) -> bytes | None:
+    """The next frame body (None at a clean EOF); a header announcing more than `limit`
+    bytes is refused before the body is read."""
     header = _recv_exact(conn, 4)
     if header is None:
         return None
-    body = _recv_exact(conn, p.frame_length(header))
+    n = p.frame_length(header)
+    if n > limit:
+        raise AuthError(f"first frame of {n} bytes is not a HELLO (at most {limit} bytes)")
+    body = _recv_exact(conn, n)
     if body is None:
         raise ProtocolError("connection closed after a frame header")
     return body
