@@ -146,22 +146,8 @@ def _load(spark, root: str, version: int, cache: str):
     return js.data(s), js.custom_metrics(s)
 
 
-class VersionNotNamed(AssertionError):
-    """The error names the file but not the version (a limitation of the JVM shim)."""
-
-
-# The JVM fetches SSTs before LOAD and reports a missing or short one itself, without the
-# version (CheckpointFiles.download knows no version): see the issue report.
-_SHIM_SST_XFAIL = pytest.mark.xfail(
-    strict=True, raises=VersionNotNamed,
-    reason="jvm-shim: CheckpointFiles.download's 'does not exist' / 'Downloaded n bytes ... "
-           "expected m' errors for an SST name the file but not the manifest version that needs it")
-
-CASES = [
-    pytest.param(what, how, marks=_SHIM_SST_XFAIL if what == "sst" and how.split("-")[0] in ("missing", "truncated") else ())
-    for what in ("manifest", "sst", "changelog")
-    for how in ("missing", "truncated", "bitflip", "truncated-stale-crc", "bitflip-stale-crc")
-]
+CASES = [(what, how) for what in ("manifest", "sst", "changelog")
+         for how in ("missing", "truncated", "bitflip", "truncated-stale-crc", "bitflip-stale-crc")]
 
 
 @pytest.mark.parametrize("what,how", CASES)
@@ -193,7 +179,7 @@ def test_damaged_checkpoint_file_fails_the_load_naming_file_and_version(spark, b
         if how != "missing":
             assert "TTLSTATE_CORRUPT_FILE" in text or "Downloaded" in text, text[:3000]
         if not re.search(rf"\bversion {file_version}\b", text):
-            raise VersionNotNamed(f"loading version {version}: the error names {name} but not "
+            raise AssertionError(f"loading version {version}: the error names {name} but not "
                                   f"version {file_version}:\n{_causes(text)}")
         if file_version != version and what == "manifest" and how == "missing":
             assert re.search(rf"\bload version {version}\b", text), _causes(text)

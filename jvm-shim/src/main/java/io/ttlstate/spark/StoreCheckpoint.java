@@ -124,8 +124,14 @@ final class StoreCheckpoint {
         }
         List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
         for (StoreRequests.Sst sst : ssts) {
-            transfers.add(() -> counted(metrics, c.sst(sst.name, sst.size,
-                    local -> files.download(files.sstPath(sst.name), sst.size, local))));
+            transfers.add(() -> {
+                try {
+                    return counted(metrics, c.sst(sst.name, sst.size,
+                            local -> files.download(files.sstPath(sst.name), sst.size, local)));
+                } catch (IOException e) {
+                    throw neededBy(e, plan);
+                }
+            });
         }
         for (StateFile f : plan.changelogs) {
             transfers.add(() -> fetch(c, f.status, metrics));
@@ -145,6 +151,19 @@ final class StoreCheckpoint {
                 manifest, sstPaths, changelogPaths);
         uploadedSsts = names(ssts);
         return numKeys;
+    }
+
+    /** {@code e} (an SST download failure) with the versions that need the SST in its message. */
+    private static IOException neededBy(IOException e, LoadPlan plan) {
+        String why = String.format("%s (an SST listed by the manifest of version %d, needed to load version %d)",
+                e.getMessage(), plan.manifestVersion(), plan.version);
+        if (e instanceof MissingCheckpointFileException) {
+            MissingCheckpointFileException m = new MissingCheckpointFileException(
+                    ((MissingCheckpointFileException) e).path, why);
+            m.initCause(e);
+            return m;
+        }
+        return new IOException(why, e);
     }
 
     private LocalFileCache.Entry fetch(LocalFileCache c, FileStatus remote, StoreMetrics metrics) throws IOException {
