@@ -57,7 +57,9 @@ def engine_errors(fn):
         except TtlStateError:
             raise
         except Exception as e:  # OSError, and rocksdict's plain Exception subclasses
-            raise StorageError(f"{fn.__qualname__}: {type(e).__name__}: {e}") from e
+            where = getattr(args[0], "local_dir", None) if args else None
+            at = f" (store {args[0].store_id}, local dir {where})" if where else ""
+            raise StorageError(f"{fn.__qualname__}{at}: {type(e).__name__}: {e}") from e
     wrapped.__name__ = fn.__name__
     wrapped.__qualname__ = fn.__qualname__
     wrapped.__doc__ = fn.__doc__
