@@ -2,12 +2,12 @@
 
 A session on `local[2,4]` (Spark retries a failed task up to 4 times) runs aggregation,
 dropDuplicates and the stream-stream join, one query per run, while a killer thread
-SIGKILLs a random store worker of the session's service at random moments (seeded gaps of
-0.3-2.5 s): during gets, write-behind flushes, commits, uploads or between them. The
-service starts a new worker; a task that lost its worker fails, and its retry reloads the
-store from the checkpoint. Every run must complete with exactly the per-batch output of an
-undisturbed HDFS run. The failed tasks' errors (Spark's REST API) name the request each
-kill interrupted; the test prints their tally.
+SIGKILLs a random store worker of the session's service at random moments (seeded gaps
+of 0.3-2 s, at most one kill per batch): during gets, write-behind flushes, commits,
+uploads or between them. The service starts a new worker; a task that lost its worker
+fails, and its retry reloads the store from the checkpoint. Every run must complete with
+exactly the per-batch output of an undisturbed HDFS run. The failed tasks' errors (Spark's
+REST API) name the request each kill interrupted; the test prints their tally.
 
 Runs: `TTLSTATE_WORKER_KILL_RUNS` (default 3, one per query, as CI runs it; the issue asks
 for 20 or more: `TTLSTATE_WORKER_KILL_RUNS=21`).
@@ -66,23 +66,28 @@ def references(retrying_spark, tmp_path_factory):
 
 
 class Killer(threading.Thread):
-    """SIGKILLs a random store worker at random moments until stopped."""
+    """SIGKILLs a random store worker at random moments until stopped, at most once per
+    batch (`done_batches()` tells how many finished): Spark gives up on a task after 4
+    failed attempts, so one kill must not be followed by another before the batch is done."""
 
-    def __init__(self, spark, seed: int):
+    def __init__(self, spark, seed: int, done_batches):
         super().__init__(name="worker-killer", daemon=True)
         self.spark, self.rng, self.stop = spark, random.Random(seed), threading.Event()
+        self.done_batches = done_batches
         self.kills: list[int] = []
 
     def run(self):
-        while not self.stop.wait(self.rng.uniform(0.3, 2.5)):
+        killed_at = -1
+        while not self.stop.wait(self.rng.uniform(0.3, 2.0)):
+            done = self.done_batches()
             workers = cl.session_worker_pids(self.spark)
-            if workers:
-                pid = self.rng.choice(workers)
+            if workers and done > killed_at:
                 try:
-                    os.kill(pid, signal.SIGKILL)
-                    self.kills.append(pid)
+                    os.kill(self.rng.choice(workers), signal.SIGKILL)
                 except ProcessLookupError:
-                    pass
+                    continue
+                self.kills.append(done)
+                killed_at = done
 
 
 def _interrupted_requests(api: cl.StatusApi, run_id: str) -> collections.Counter:
@@ -104,11 +109,12 @@ def test_killed_workers_change_no_result(retrying_spark, candidate, references, 
     spark = retrying_spark
     name = QUERIES[run % len(QUERIES)]
     c, reference = references[name]
-    killer = Killer(spark, seed=run)
+    q = st.start_query(spark, TTLSTATE, c.build_df, c.mode, c.full, tmp_path / "ck",
+                       sink="foreach_batch")
+    killer = Killer(spark, seed=run, done_batches=lambda: len(q.batches))
     killer.start()
     try:
-        result = st.run_query(spark, TTLSTATE, c.build_df, c.mode, c.full, tmp_path / "ck",
-                              sink="foreach_batch")
+        result = q.result()
     finally:
         killer.stop.set()
         killer.join()
