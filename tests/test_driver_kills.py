@@ -77,7 +77,8 @@ def test_driver_killed_mid_batch_changes_no_output(spark, candidate, tmp_path):
             cl.wait_until(lambda: proc.poll() is not None
                           or (_batch_ids(ck / "offsets") or [-1])[-1] >= target, 300,
                           f"batch {target} to start")
-            if proc.poll() is not None or len(kills) >= KILLS:
+            mid_batch_kills = sum(k["batch"] is not None for k in kills)
+            if proc.poll() is not None or mid_batch_kills >= KILLS:
                 assert st.wait_or_kill(proc, 600) == 0, log_path.read_text()[-3000:]
                 break
             time.sleep(rng.uniform(0.0, 0.8))

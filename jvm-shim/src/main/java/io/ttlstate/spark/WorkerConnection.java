@@ -10,9 +10,10 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -29,7 +30,9 @@ import org.slf4j.LoggerFactory;
  * Any I/O or framing failure marks the connection broken; the provider then reconnects.
  * A request the worker does not answer within the timeout ({@code workerTimeout}) kills the
  * worker (its service starts a new one), closes the connection and fails with
- * {@code TTLSTATE_WORKER_TIMEOUT}, which the provider does not retry: the task fails.
+ * {@code TTLSTATE_WORKER_TIMEOUT}, which the provider does not retry: the task fails. One
+ * watchdog thread checks the open connections every second, so a request only stamps its
+ * start time (no timer per request on the hot path).
  */
 final class WorkerConnection implements Closeable {
     private static final Logger LOG = LoggerFactory.getLogger(WorkerConnection.class);
@@ -37,14 +40,21 @@ final class WorkerConnection implements Closeable {
     /** Timeout of a request until OPEN resolved the store's {@code workerTimeout}. */
     static final long DEFAULT_TIMEOUT_MILLIS = 10 * 60 * 1000L;
     static final String TIMEOUT_KEY = PythonService.CONF_PREFIX + "workerTimeout";
+    private static final Set<WorkerConnection> OPEN = ConcurrentHashMap.newKeySet();
     private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "ttlstate-worker-watchdog");
         t.setDaemon(true);
         return t;
     });
 
+    static {
+        WATCHDOG.scheduleWithFixedDelay(WorkerConnection::expireOverdue, 1, 1, TimeUnit.SECONDS);
+    }
+
     private final ReentrantLock lock = new ReentrantLock();
     private volatile long timeoutMillis = DEFAULT_TIMEOUT_MILLIS;
+    /** System.nanoTime() when the request in flight started; 0: none. */
+    private volatile long requestStartNanos;
     private volatile boolean timedOut;
     private final SocketChannel channel;
     private final PythonService service;
@@ -58,6 +68,7 @@ final class WorkerConnection implements Closeable {
         this.channel = channel;
         this.service = service;
         this.workerIndex = workerIndex;
+        OPEN.add(this);
     }
 
     /**
@@ -74,17 +85,18 @@ final class WorkerConnection implements Closeable {
                 throw new IllegalStateException("ttlstate store service is not running: " + service);
             }
             SocketChannel ch = null;
+            WorkerConnection c = null;
             try {
                 ch = SocketChannel.open(StandardProtocolFamily.UNIX);
                 ch.connect(UnixDomainSocketAddress.of(socket));
-                WorkerConnection c = new WorkerConnection(ch, service, index);
+                c = new WorkerConnection(ch, service, index);
                 c.hello();
                 return c;
             } catch (WorkerException e) {
-                closeQuietly(ch);
-                throw e; // refused (auth or version): retrying cannot help
+                closeQuietly(c != null ? c : ch);
+                throw e; // refused (auth, version or timeout): retrying cannot help
             } catch (IOException e) {
-                closeQuietly(ch);
+                closeQuietly(c != null ? c : ch);
                 last = e;
             }
             try {
@@ -139,23 +151,18 @@ final class WorkerConnection implements Closeable {
         lock.lock();
         try {
             ensureOpen();
-            long timeout = timeoutMillis;
-            ScheduledFuture<?> alarm = WATCHDOG.schedule(() -> expire(timeout), timeout, TimeUnit.MILLISECONDS);
+            requestStartNanos = System.nanoTime() | 1;
             try {
                 write(request);
                 return readResponse();
             } catch (IOException e) {
                 broken = true;
                 if (timedOut) {
-                    throw new WorkerException("TTLSTATE_WORKER_TIMEOUT", String.format(
-                            "ttlstate worker %d (pid %d) did not answer %s within %d ms (%s); it was killed "
-                                    + "and its service starts a new one; the task's retry reloads the store "
-                                    + "from the checkpoint", workerIndex, workerPid, opName(request), timeout,
-                            TIMEOUT_KEY));
+                    throw timeoutError(request);
                 }
                 throw failedDuring(request, e);
             } finally {
-                alarm.cancel(false);
+                requestStartNanos = 0;
             }
         } finally {
             lock.unlock();
@@ -177,15 +184,34 @@ final class WorkerConnection implements Closeable {
         timeoutMillis = millis;
     }
 
-    /** The watchdog's alarm: the worker did not answer in time. */
-    private void expire(long timeout) {
+    private WorkerException timeoutError(FrameWriter request) {
+        return new WorkerException("TTLSTATE_WORKER_TIMEOUT", String.format(
+                "ttlstate worker %d (pid %d) did not answer %s within %d ms (%s); it was killed and its "
+                        + "service starts a new one; the task's retry reloads the store from the checkpoint",
+                workerIndex, workerPid, opName(request), timeoutMillis, TIMEOUT_KEY));
+    }
+
+    /** The watchdog's round: expires every connection whose request in flight is overdue. */
+    private static void expireOverdue() {
+        long now = System.nanoTime();
+        for (WorkerConnection c : OPEN) {
+            long start = c.requestStartNanos;
+            if (start != 0 && !c.timedOut && now - start > c.timeoutMillis * 1_000_000L) {
+                c.expire();
+            }
+        }
+    }
+
+    /** The worker did not answer in time: kill it and close the channel, so the blocked
+     * read or write returns with an exception. */
+    private void expire() {
         timedOut = true;
         LOG.error("ttlstate worker {} (pid {}) did not answer within {} ms ({}); killing it", workerIndex,
-                workerPid, timeout, TIMEOUT_KEY);
+                workerPid, timeoutMillis, TIMEOUT_KEY);
         if (workerPid > 0) {
             ProcessHandle.of(workerPid).ifPresent(ProcessHandle::destroyForcibly);
         }
-        closeQuietly(channel); // the blocked read or write returns with an exception
+        closeQuietly(channel);
     }
 
     /** Sends a request that gets no response (WRITE_BATCH). */
@@ -193,12 +219,17 @@ final class WorkerConnection implements Closeable {
         lock.lock();
         try {
             ensureOpen();
+            requestStartNanos = System.nanoTime() | 1;
             write(request);
         } catch (IOException e) {
             broken = true;
+            if (timedOut) {
+                throw timeoutError(request);
+            }
             IOException named = failedDuring(request, e);
             throw new UncheckedIOException("ttlstate worker " + workerIndex + ": " + named.getMessage(), named);
         } finally {
+            requestStartNanos = 0;
             lock.unlock();
         }
     }
@@ -255,6 +286,7 @@ final class WorkerConnection implements Closeable {
     @Override
     public void close() {
         closed = true;
+        OPEN.remove(this);
         closeQuietly(channel);
     }
 
