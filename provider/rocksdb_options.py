@@ -1,0 +1,138 @@
+"""RocksDB options of a store's database, from ttlstate's `rocksdb.*` settings.
+
+`rocksdb.profile` picks one of Flink's predefined option sets (`PredefinedOptions`), the
+other keys override single options, and `rocksdb.boundedMemory.totalBytes` bounds the memory
+of all stores of a worker process together: one block cache of that size, shared by every
+database the process opens, with their memtables charged to it through one write buffer
+manager (Flink's managed memory, Spark's `boundedMemoryUsage`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from rocksdict import (BlockBasedOptions, Cache, DBCompactionStyle, DBCompressionType, Options, WriteBufferManager,
+                       WriteOptions)
+
+PROFILES = ("DEFAULT", "SPINNING_DISK_OPTIMIZED", "SPINNING_DISK_OPTIMIZED_HIGH_MEM", "FLASH_SSD_OPTIMIZED")
+COMPRESSIONS = ("none", "snappy", "lz4", "lz4hc", "zstd", "zlib", "bz2")
+
+# A snapshot uploads the SSTs that are new since the last one; an L0 -> L1 compaction
+# rewrites (under random updates) every SST of the store. Compacting after 16 flushed files
+# instead of RocksDB's 4 makes that happen a quarter as often (benchmarks/
+# test_checkpoint_bytes.py; DESIGN decision 30); Bloom filters keep gets cheap across them.
+L0_COMPACTION_TRIGGER = 16
+BLOOM_BITS_PER_KEY = 10
+INFO_LOG_BYTES = 1 << 20
+_MIB = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class RocksDbSettings:
+    """The resolved `rocksdb.*` settings of a store (None: the profile's value)."""
+
+    profile: str = "DEFAULT"
+    block_cache_bytes: int | None = None
+    block_bytes: int | None = None
+    write_buffer_bytes: int | None = None
+    max_write_buffers: int | None = None
+    compression: str | None = None
+    bounded_total_bytes: int = 0
+    bounded_write_buffer_ratio: float = 0.5
+
+    @staticmethod
+    def from_conf(settings: dict) -> "RocksDbSettings":
+        """From `conf.resolve(..., "store")` output (short names)."""
+        return RocksDbSettings(
+            profile=settings.get("rocksdb.profile", "DEFAULT"),
+            block_cache_bytes=settings.get("rocksdb.blockCacheSize"),
+            block_bytes=settings.get("rocksdb.blockSize"),
+            write_buffer_bytes=settings.get("rocksdb.writeBufferSize"),
+            max_write_buffers=settings.get("rocksdb.maxWriteBufferNumber"),
+            compression=settings.get("rocksdb.compression"),
+            bounded_total_bytes=settings.get("rocksdb.boundedMemory.totalBytes", 0),
+            bounded_write_buffer_ratio=settings.get("rocksdb.boundedMemory.writeBufferRatio", 0.5))
+
+
+class _SharedMemory:
+    """One block cache and write buffer manager per worker process and budget."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.by_budget: dict[tuple[int, float], tuple[Cache, WriteBufferManager]] = {}
+
+    def get(self, total: int, ratio: float) -> tuple[Cache, WriteBufferManager]:
+        with self.lock:
+            shared = self.by_budget.get((total, ratio))
+            if shared is None:
+                cache = Cache(total)
+                wbm = WriteBufferManager.new_write_buffer_manager_with_cache(int(total * ratio), False, cache)
+                shared = self.by_budget[(total, ratio)] = (cache, wbm)
+            return shared
+
+
+SHARED = _SharedMemory()
+
+
+def options(s: RocksDbSettings, statistics: bool) -> Options:
+    """The Options of one database (raw mode: keys and values are plain bytes)."""
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.set_level_zero_file_num_compaction_trigger(L0_COMPACTION_TRIGGER)
+    opts.set_level_zero_slowdown_writes_trigger(2 * L0_COMPACTION_TRIGGER)
+    opts.set_level_zero_stop_writes_trigger(3 * L0_COMPACTION_TRIGGER)
+    # RocksDB's info LOG never rotates by default and grows with every flush and compaction
+    # (benchmarks/results/soak.md): roll it at 1 MiB, keep one old file, no stats dumps.
+    opts.set_max_log_file_size(INFO_LOG_BYTES)
+    opts.set_keep_log_file_num(2)
+    opts.set_stats_dump_period_sec(0)
+    table = BlockBasedOptions()
+    table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)
+    block_cache, block_bytes = s.block_cache_bytes, s.block_bytes
+    write_buffer, max_buffers = s.write_buffer_bytes, s.max_write_buffers
+    if s.profile != "DEFAULT":  # Flink's PredefinedOptions, all but DEFAULT
+        opts.increase_parallelism(4)
+        opts.set_max_open_files(-1)
+    if s.profile in ("SPINNING_DISK_OPTIMIZED", "SPINNING_DISK_OPTIMIZED_HIGH_MEM"):
+        opts.set_compaction_style(DBCompactionStyle.level())
+        opts.set_level_compaction_dynamic_level_bytes(True)
+    if s.profile == "SPINNING_DISK_OPTIMIZED_HIGH_MEM":
+        opts.set_target_file_size_base(256 * _MIB)
+        opts.set_max_bytes_for_level_base(1024 * _MIB)
+        opts.set_min_write_buffer_number_to_merge(3)
+        block_cache = block_cache if block_cache is not None else 256 * _MIB
+        block_bytes = block_bytes if block_bytes is not None else 128 * 1024
+        write_buffer = write_buffer if write_buffer is not None else 64 * _MIB
+        max_buffers = max_buffers if max_buffers is not None else 4
+    if s.bounded_total_bytes:
+        cache, wbm = SHARED.get(s.bounded_total_bytes, s.bounded_write_buffer_ratio)
+        table.set_block_cache(cache)
+        table.set_cache_index_and_filter_blocks(True)
+        table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+        opts.set_write_buffer_manager(wbm)
+    elif block_cache is not None:
+        if block_cache == 0:
+            table.disable_cache()
+        else:
+            table.set_block_cache(Cache(block_cache))
+    if block_bytes is not None:
+        table.set_block_size(block_bytes)
+    if write_buffer is not None:
+        opts.set_write_buffer_size(write_buffer)
+    if max_buffers is not None:
+        opts.set_max_write_buffer_number(max_buffers)
+    if s.compression is not None:
+        opts.set_compression_type(getattr(DBCompressionType, s.compression)())
+    opts.set_block_based_table_factory(table)
+    if statistics:
+        opts.enable_statistics()
+    return opts
+
+
+def write_options() -> WriteOptions:
+    """No write-ahead log: a local database is never reopened after a crash (every load
+    builds a fresh directory from the checkpoint), and snapshots flush the memtable."""
+    wo = WriteOptions()
+    wo.disable_wal = True
+    return wo

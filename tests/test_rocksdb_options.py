@@ -1,0 +1,110 @@
+"""RocksDB tuning keys: profiles, single overrides and the bounded memory of a worker, checked
+in the OPTIONS file RocksDB writes for each real database and in its live properties."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from ttlstate import conf
+from ttlstate.errors import InvalidConfError
+from ttlstate.rocksdb_options import PROFILES, RocksDbSettings
+from ttlstate.store import Store
+
+P = conf.PREFIX
+
+
+def _settings(**confs) -> RocksDbSettings:
+    return RocksDbSettings.from_conf(conf.resolve({P + k: v for k, v in confs.items()}, "store"))
+
+
+def _options_file(store: Store) -> dict[str, str]:
+    """The `name=value` lines of the newest OPTIONS file of the store's database."""
+    path = sorted(glob.glob(os.path.join(store.db_dir, "OPTIONS-*")))[-1]
+    out = {}
+    for line in open(path):
+        name, eq, value = line.strip().partition("=")
+        if eq:
+            out.setdefault(name, value)
+    return out
+
+
+@pytest.fixture
+def open_store(tmp_path):
+    stores = []
+
+    def make(settings: RocksDbSettings) -> Store:
+        s = Store(f"s{len(stores)}", str(tmp_path / f"s{len(stores)}"), rocksdb=settings)
+        stores.append(s)
+        return s
+    yield make
+    for s in stores:
+        s.close(delete_files=True)
+
+
+def _round_trip(store: Store, tmp_path):
+    t = store.begin(0, read_only=False)
+    for i in range(1000):
+        t.put(b"k%04d" % i, b"v" * 20)
+    store.commit(t, 1, str(tmp_path / f"{store.store_id}-1.changelog"))
+    assert store.begin(1, read_only=True).get(b"k0500") == b"v" * 20
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp_path, profile):
+    store = open_store(_settings(**{"rocksdb.profile": profile.lower()}))  # case does not matter
+    _round_trip(store, tmp_path)
+    o = _options_file(store)
+    assert o["level0_file_num_compaction_trigger"] == "16" and o["max_log_file_size"] == "1048576"
+    tuned = profile != "DEFAULT"
+    assert (o["max_background_jobs"] == "4") == tuned  # RocksDB's default is 2
+    if tuned:  # (RocksDB 8 already defaults to both)
+        assert o["max_open_files"] == "-1"
+    if "SPINNING" in profile:
+        assert o["level_compaction_dynamic_level_bytes"] == "true" and o["compaction_style"] == "kCompactionStyleLevel"
+    high_mem = profile == "SPINNING_DISK_OPTIMIZED_HIGH_MEM"
+    assert (o["target_file_size_base"] == str(256 << 20)) == high_mem
+    assert (o["block_size"] == str(128 << 10)) == high_mem
+    assert (o["max_write_buffer_number"] == "4") == high_mem
+    assert store.db.property_int_value("rocksdb.block-cache-capacity") == (256 << 20 if high_mem else 32 << 20)
+
+
+def test_single_keys_override_the_profile(open_store, tmp_path):
+    store = open_store(_settings(**{"rocksdb.profile": "SPINNING_DISK_OPTIMIZED_HIGH_MEM",
+                                    "rocksdb.blockCacheSize": "8m", "rocksdb.blockSize": "16k",
+                                    "rocksdb.writeBufferSize": "4m", "rocksdb.maxWriteBufferNumber": "3",
+                                    "rocksdb.compression": "zstd"}))
+    _round_trip(store, tmp_path)
+    o = _options_file(store)
+    assert o["block_size"] == str(16 << 10) and o["write_buffer_size"] == str(4 << 20)
+    assert o["max_write_buffer_number"] == "3" and o["compression"] == "kZSTD"
+    assert o["target_file_size_base"] == str(256 << 20)  # the rest of the profile stays
+    assert store.db.property_int_value("rocksdb.block-cache-capacity") == 8 << 20
+
+
+def test_bounded_memory_is_one_cache_for_all_stores_of_a_worker(open_store, tmp_path):
+    settings = _settings(**{"rocksdb.boundedMemory.totalBytes": "48m",
+                            "rocksdb.boundedMemory.writeBufferRatio": "0.25"})
+    a, b = open_store(settings), open_store(settings)
+    _round_trip(a, tmp_path)
+    _round_trip(b, tmp_path)
+    for s in (a, b):
+        assert s.db.property_int_value("rocksdb.block-cache-capacity") == 48 << 20
+        assert _options_file(s)["cache_index_and_filter_blocks"] == "true"
+    # the memtables are charged to the shared cache: its usage covers both stores' writes
+    usage = a.db.property_int_value("rocksdb.block-cache-usage")
+    assert usage == b.db.property_int_value("rocksdb.block-cache-usage") and usage > 0
+
+
+@pytest.mark.parametrize("key,value,allowed", [
+    ("rocksdb.profile", "FASTEST", "SPINNING_DISK_OPTIMIZED_HIGH_MEM"),
+    ("rocksdb.compression", "gzip", "zstd"),
+    ("rocksdb.blockCacheSize", "12q", "such as 64m or 1g"),
+    ("rocksdb.boundedMemory.writeBufferRatio", "0", "between 0 and 1"),
+])
+def test_bad_values_name_the_key_and_what_is_allowed(key, value, allowed):
+    with pytest.raises(InvalidConfError) as e:
+        conf.resolve({P + key: value}, "store")
+    assert P + key in str(e.value) and f"'{value}'" in str(e.value) and allowed in str(e.value)
