@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping
 
+from . import rocksdb_options
 from .errors import InvalidConfError
 from .ttl import config as ttl_config
 
@@ -58,6 +59,52 @@ def _timeout_ms(text: str) -> int:
     v = ttl_config.parse_duration(text.strip())
     if not 1_000 <= v <= 7 * 24 * 3_600_000:
         raise ValueError("expected a duration from 1s to 7d (e.g. 30s, 10min)")
+    return v
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "g": 1 << 30, "gb": 1 << 30}
+
+
+def _byte_size(upper: int):
+    """A size in bytes: `134217728`, `512k`, `128m`, `1g` (binary units)."""
+    def parse(text: str) -> int:
+        t = text.strip().lower()
+        digits = t.rstrip("bkmg")
+        unit = t[len(digits):]
+        try:
+            v = int(digits) * _SIZE_UNITS[unit]
+        except (ValueError, KeyError):
+            v = -1
+        if not 0 <= v <= upper:
+            raise ValueError(f"expected a size from 0 to {upper} bytes, such as 64m or 1g")
+        return v
+    return parse
+
+
+def _boolean(text: str) -> bool:
+    v = text.strip().lower()
+    if v not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return v == "true"
+
+
+def _upper_one_of(*allowed: str):
+    def parse(text: str) -> str:
+        v = text.strip().upper()
+        if v not in allowed:
+            raise ValueError("expected one of " + ", ".join(allowed))
+        return v
+    return parse
+
+
+def _ratio(text: str) -> float:
+    try:
+        v = float(text.strip())
+    except ValueError:
+        v = -1.0
+    if not 0.0 < v < 1.0:
+        raise ValueError("expected a number between 0 and 1 (exclusive), such as 0.5")
     return v
 
 
@@ -113,6 +160,80 @@ ENTRIES: tuple[ConfEntry, ...] = (
         "a store that moved back) downloads only what it does not hold. Files of versions "
         "no longer retained are deleted by maintenance. Default: "
         "`<java.io.tmpdir>/ttlstate-cache-<user>`.",
+        "store"),
+)
+
+ENTRIES += (
+    ConfEntry(
+        "cache.maxBytes", _byte_size(1 << 40), "128m",
+        "Heap the JVM may use to cache the values its stores read and wrote, so repeated "
+        "reads of a key cost no round trip to the worker. One budget for all stores of an "
+        "executor: each store evicts its least recently used values while it holds more than "
+        "its share. The cache holds exactly the loaded version (a commit updates it, a load "
+        "empties it) and never serves an expired value. `0` turns it off.",
+        "store"),
+    ConfEntry(
+        "keyFilter.enabled", _boolean, "true",
+        "Keep a Bloom filter of the keys of each loaded version in the JVM (16 bits per "
+        "key), so most reads of absent keys cost no round trip. After a load from the "
+        "checkpoint it is built by reading the version's keys once.",
+        "store"),
+)
+
+ENTRIES += (
+    ConfEntry(
+        "latencyTracking.enabled", _boolean, "false",
+        "Sample the latency of gets and puts as the operator sees it (JVM side, cache hits "
+        "included) and report percentiles per batch (`ttlstateLatency*` metrics), like "
+        "Flink's `state.latency-track`. Off by default; two clock reads per sampled access.",
+        "store"),
+    ConfEntry(
+        "latencyTracking.sampleInterval", _positive_int(1_000_000), "100",
+        "With latency tracking, time every n-th get and every n-th put of a store.",
+        "store"),
+    ConfEntry(
+        "rocksdb.profile", _upper_one_of(*rocksdb_options.PROFILES), "DEFAULT",
+        "Flink's predefined RocksDB options: `DEFAULT`; `SPINNING_DISK_OPTIMIZED` (level "
+        "compaction with dynamic level sizes, 4 background threads, unlimited open files); "
+        "`SPINNING_DISK_OPTIMIZED_HIGH_MEM` (the same plus 256 MiB block cache, 128 KiB "
+        "blocks, 256 MiB target file size, 1 GiB level base, 64 MiB write buffers, 4 of them, "
+        "3 merged per flush); `FLASH_SSD_OPTIMIZED` (4 background threads, unlimited open "
+        "files). The other `rocksdb.*` keys override single options of the profile.",
+        "store"),
+    ConfEntry(
+        "rocksdb.blockCacheSize", _byte_size(1 << 40), None,
+        "Block cache of each store's database (`0`: none). Default: the profile's (RocksDB's "
+        "own default, 32 MiB, except `SPINNING_DISK_OPTIMIZED_HIGH_MEM`). Ignored when "
+        "`rocksdb.boundedMemory.totalBytes` is set.",
+        "store"),
+    ConfEntry(
+        "rocksdb.blockSize", _byte_size(1 << 30), None,
+        "Size of a data block in the SST files (RocksDB's default 4 KiB). Default: the profile's.",
+        "store"),
+    ConfEntry(
+        "rocksdb.writeBufferSize", _byte_size(1 << 34), None,
+        "Size of one memtable (RocksDB's default 64 MiB). Default: the profile's.",
+        "store"),
+    ConfEntry(
+        "rocksdb.maxWriteBufferNumber", _positive_int(64), None,
+        "Memtables a store's database may hold before writes stall (RocksDB's default 2). "
+        "Default: the profile's.",
+        "store"),
+    ConfEntry(
+        "rocksdb.compression", _one_of(*rocksdb_options.COMPRESSIONS), None,
+        "Compression of SST blocks: " + ", ".join(rocksdb_options.COMPRESSIONS) + ". Default: "
+        "RocksDB's (snappy).",
+        "store"),
+    ConfEntry(
+        "rocksdb.boundedMemory.totalBytes", _byte_size(1 << 40), "0",
+        "Bound the RocksDB memory of all stores of a worker process together: one block cache "
+        "of this size shared by all their databases, which also holds their index and filter "
+        "blocks, with their memtables charged to it (a write buffer manager). `0`: off, each "
+        "database has its own block cache and memtables.",
+        "store"),
+    ConfEntry(
+        "rocksdb.boundedMemory.writeBufferRatio", _ratio, "0.5",
+        "With bounded memory, the share of it memtables may take.",
         "store"),
 )
 

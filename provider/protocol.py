@@ -10,7 +10,7 @@ import struct
 
 from .errors import ProtocolError
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 MAX_FRAME = 64 * 1024 * 1024
 
 # Operations (request op codes).
@@ -46,6 +46,18 @@ STATUS_ERROR = 1
 
 RECORD_PUT = 1
 RECORD_REMOVE = 2
+RECORD_ACCESS = 3  # u32 n: reads the JVM answered itself (they count for the TTL cleanup)
+# Writes of a store without TTL whose key the JVM knows is absent from (PUT_NEW) or present
+# in (PUT_OVER, REMOVE_PRESENT) the transaction's committed version, so the worker does not
+# look it up (its key count needs to know).
+RECORD_PUT_NEW = 4
+RECORD_PUT_OVER = 5
+RECORD_REMOVE_PRESENT = 6
+_PUTS = frozenset((RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER))
+_REMOVES = frozenset((RECORD_REMOVE, RECORD_REMOVE_PRESENT))
+
+ITER_PAIRS = 0  # ITER_OPEN modes: chunks of pairs,
+ITER_PAIRS_WITH_EXPIRY = 1  # or of pairs each followed by i64 expiresAt
 
 FILE_CHANGELOG = 2  # state-file kind byte (1 was the full-dump snapshot, no longer written)
 
@@ -242,7 +254,7 @@ def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
     elif op == MULTI_GET:
         f = {"keys": [r.bytes().hex() for _ in range(r.count(4))]}
     elif op == ITER_OPEN:
-        f = {"prefix": r.bytes().hex(), "maxEntries": r.u32()}
+        f = {"prefix": r.bytes().hex(), "maxEntries": r.u32(), "mode": read_iter_mode(r)}
     elif op == ITER_NEXT:
         f = {"maxEntries": r.u32()}
     elif op == COMMIT:
@@ -267,17 +279,56 @@ def read_changelogs(r: Reader) -> list[tuple[int, str]]:
     return [(r.i64(), r.str()) for _ in range(r.count(12))]
 
 
-def read_records(r: Reader):
-    """Yield (kind, key, value-or-None) records of a WRITE_BATCH payload."""
+def read_iter_mode(r: Reader) -> int:
+    """The `u8 mode` of an ITER_OPEN payload."""
+    mode = r.u8()
+    if mode not in (ITER_PAIRS, ITER_PAIRS_WITH_EXPIRY):
+        raise ProtocolError(f"unknown iterator mode {mode}")
+    return mode
+
+
+def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | None]]:
+    """The (kind, key, value-or-None) records of a WRITE_BATCH payload; an access record
+    is (RECORD_ACCESS, None, count).
+
+    The hot path of every write: one tight loop over the buffer instead of Reader calls,
+    with the same checks (and errors) as `Reader`.
+    """
     n = r.count(5)
+    buf, pos, end = r.buf, r.pos, len(r.buf)
+    unpack = _U32.unpack_from
+    out = []
+    append = out.append
     for _ in range(n):
-        kind = r.u8()
-        if kind == RECORD_PUT:
-            yield kind, r.bytes(), r.bytes()
-        elif kind == RECORD_REMOVE:
-            yield kind, r.bytes(), None
-        else:
+        if pos + 5 > end:
+            raise ProtocolError(f"frame truncated at byte {pos}")
+        kind = buf[pos]
+        (length,) = unpack(buf, pos + 1)
+        pos += 5
+        if kind == RECORD_ACCESS:
+            append((kind, None, length))
+            continue
+        if kind not in _PUTS and kind not in _REMOVES:
             raise ProtocolError(f"unknown write record kind {kind}")
+        key_end = pos + length
+        if key_end > end:
+            raise ProtocolError(f"byte string of {length} bytes overruns the frame at byte {pos}")
+        key = bytes(buf[pos:key_end])
+        pos = key_end
+        if kind in _REMOVES:
+            append((kind, key, None))
+            continue
+        if pos + 4 > end:
+            raise ProtocolError(f"frame truncated at byte {pos}")
+        (length,) = unpack(buf, pos)
+        pos += 4
+        value_end = pos + length
+        if value_end > end:
+            raise ProtocolError(f"byte string of {length} bytes overruns the frame at byte {pos}")
+        append((kind, key, bytes(buf[pos:value_end])))
+        pos = value_end
+    r.pos = pos
+    return out
 
 
 def decode_response(body: bytes | memoryview) -> tuple[int, Reader]:

@@ -27,6 +27,7 @@ MAGIC = b"TTLSTAT2"
 _HEAD = struct.Struct("<8sBq")
 _META = struct.Struct("<BqI")  # valueLayout, batchTimestampMs, cursor length (cursor follows)
 _LEN = struct.Struct("<I")
+_EMIT_BYTES = 1 << 20  # records are compressed and checksummed in pieces of about this size
 _TAIL = struct.Struct("<BQI")
 KIND_NAMES = {1: "full-dump snapshot (no longer supported)", FILE_CHANGELOG: "changelog"}
 
@@ -65,12 +66,21 @@ def write(path: str, kind: int, version: int, records: Iterable[tuple[bytes, byt
             emit(_HEAD.pack(MAGIC, kind, version))
             emit(_META.pack(meta.layout, meta.batch_ts, len(meta.cursor)) + meta.cursor)
             pack_len = _LEN.pack
+            parts: list[bytes] = []  # one CRC and one compressor call per _EMIT_BYTES
+            size = 0
             for key, value in records:
                 if value is None:
-                    emit(b"\x02" + pack_len(len(key)) + key)
+                    part = b"\x02" + pack_len(len(key)) + key
                 else:
-                    emit(b"\x01" + pack_len(len(key)) + key + pack_len(len(value)) + value)
+                    part = b"\x01" + pack_len(len(key)) + key + pack_len(len(value)) + value
+                parts.append(part)
+                size += len(part)
                 count += 1
+                if size >= _EMIT_BYTES:
+                    emit(b"".join(parts))
+                    parts, size = [], 0
+            if parts:
+                emit(b"".join(parts))
             tail_head = struct.pack("<BQ", 0, count)
             crc = zlib.crc32(tail_head, crc)
             out.write(tail_head + _LEN.pack(crc))

@@ -27,15 +27,14 @@ import shutil
 import zlib
 from typing import Iterator
 
-from rocksdict import (AccessType, BlockBasedOptions, BottommostLevelCompaction, Checkpoint,
-                       CompactOptions, Options, Rdict, WriteBatch)
+from rocksdict import AccessType, BottommostLevelCompaction, Checkpoint, CompactOptions, Options, Rdict, WriteBatch
 
-from . import manifest, statefile
+from . import manifest, rocksdb_options, statefile
 from .errors import CorruptFileError, StorageError, TtlStateError, VersionMismatchError
 from .manifest import Manifest, SstFile
 from .protocol import FILE_CHANGELOG
 from .statefile import LAYOUT_PLAIN, LAYOUT_TTL, FileMeta
-from .ttl import MAX_TS, TtlTimeProvider, WallClock, expired
+from .ttl import MAX_TS, TtlTimeProvider, WallClock, expiration_ts, expired
 from .ttl import codec
 from .ttl.config import StateVisibility, TimeCharacteristic, TtlConfig, UpdateType
 from .ttl.histogram import TsHistogram
@@ -66,28 +65,6 @@ def engine_errors(fn):
     return wrapped
 
 
-# A snapshot uploads the SSTs that are new since the last one; an L0 -> L1 compaction
-# rewrites (under random updates) every SST of the store. Compacting after 16 flushed files
-# instead of RocksDB's 4 makes that happen a quarter as often (benchmarks/
-# test_checkpoint_bytes.py; DESIGN decision 30); Bloom filters keep gets cheap across them.
-_L0_COMPACTION_TRIGGER = 16
-_BLOOM_BITS_PER_KEY = 10
-
-
-def _options(statistics: bool) -> Options:
-    opts = Options(raw_mode=True)
-    opts.create_if_missing(True)
-    opts.set_level_zero_file_num_compaction_trigger(_L0_COMPACTION_TRIGGER)
-    opts.set_level_zero_slowdown_writes_trigger(2 * _L0_COMPACTION_TRIGGER)
-    opts.set_level_zero_stop_writes_trigger(3 * _L0_COMPACTION_TRIGGER)
-    table = BlockBasedOptions()
-    table.set_bloom_filter(_BLOOM_BITS_PER_KEY, False)
-    opts.set_block_based_table_factory(table)
-    if statistics:
-        opts.enable_statistics()
-    return opts
-
-
 _DROPPED_BY_FILTER = re.compile(r"rocksdb\.compaction\.key\.drop\.user COUNT : (\d+)")
 _INCREMENTAL_BATCH = 1024  # incremental-cleanup work is done in steps of this many entries
 _HINT_REFRESH_MS = 1000  # ProcessingTime: recount expired entries at most once a second
@@ -98,15 +75,18 @@ METRIC_EXPIRED_ON_READ = "ttlstateExpiredOnRead"
 METRIC_EXPIRED_INCREMENTAL = "ttlstateExpiredIncremental"
 METRIC_EXPIRED_BY_COMPACTION = "ttlstateExpiredByCompaction"
 METRIC_TTL_MS = "ttlstateTtlMs"
+METRIC_OPEN_TRANSACTIONS = "ttlstateOpenTransactions"
 
 
 class Store:
     """A store's local database. Owned by one worker; callers hold `lock`."""
 
     def __init__(self, store_id: str, local_dir: str, ttl: TtlConfig = TtlConfig(),
-                 clock: TtlTimeProvider | None = None):
+                 clock: TtlTimeProvider | None = None,
+                 rocksdb: rocksdb_options.RocksDbSettings = rocksdb_options.RocksDbSettings()):
         self.store_id = store_id
         self.local_dir = local_dir
+        self.rocksdb = rocksdb
         self.ttl = ttl
         self.ttl_ms = ttl.ttl_ms if ttl.enabled else 0
         self.layout = LAYOUT_TTL if self.ttl_ms else LAYOUT_PLAIN
@@ -143,13 +123,16 @@ class Store:
         self.db_dir = path
         self.dropped_seen = 0
         if not self.db_ttl:
-            self.opts = _options(False)
-            return Rdict(path, self.opts)
-        now = self.clock.current_timestamp()
-        lag = max(0, now - batch_ts) if batch_ts >= 0 else 0
-        secs = math.ceil(min(MAX_TS, self.ttl_ms + self.ttl.compaction_margin_ms + lag) / 1000)
-        self.opts = _options(True)
-        return Rdict(path, self.opts, access_type=AccessType.with_ttl(min(max(secs, 1), 2**31 - 1)))
+            self.opts = rocksdb_options.options(self.rocksdb, statistics=False)
+            db = Rdict(path, self.opts)
+        else:
+            now = self.clock.current_timestamp()
+            lag = max(0, now - batch_ts) if batch_ts >= 0 else 0
+            secs = math.ceil(min(MAX_TS, self.ttl_ms + self.ttl.compaction_margin_ms + lag) / 1000)
+            self.opts = rocksdb_options.options(self.rocksdb, statistics=True)
+            db = Rdict(path, self.opts, access_type=AccessType.with_ttl(min(max(secs, 1), 2**31 - 1)))
+        db.set_write_options(rocksdb_options.write_options())
+        return db
 
     def _drop_db(self):
         """End the transactions, close the database and delete its directory."""
@@ -348,13 +331,16 @@ class Store:
         return self.num_keys + key_delta
 
     def take_metrics(self, txn: "Txn", final: bool) -> list[tuple[str, int]]:
-        """The TTL metrics of a transaction; `final` (at commit) resets the store's drops."""
+        """The metrics of a transaction: the other transactions open on the store (none once
+        a batch's stores are done: a leak otherwise) and, with TTL, the expirations;
+        `final` (at commit) resets the store's drops."""
+        others = [(METRIC_OPEN_TRANSACTIONS, len(self.txns) - (txn in self.txns))]
         if not self.ttl_ms:
-            return []
+            return others
         dropped = self.dropped_unreported
         if final:
             self.dropped_unreported = 0
-        return [(METRIC_EXPIRED_ON_READ, txn.expired_on_read),
+        return others + [(METRIC_EXPIRED_ON_READ, txn.expired_on_read),
                 (METRIC_EXPIRED_INCREMENTAL, txn.expired_incremental),
                 (METRIC_EXPIRED_BY_COMPACTION, dropped),
                 (METRIC_TTL_MS, self.ttl_ms)]
@@ -639,30 +625,46 @@ class Txn:
         return self._base_get(key)
 
     def get(self, key: bytes) -> bytes | None:
+        return self.lookup(key)[0]
+
+    def lookup(self, key: bytes) -> tuple[bytes | None, int]:
+        """(value, expiresAt): the value as `get` sees it, and when it expires (the first
+        `now` at which it is expired; MAX_TS without TTL). The JVM caches values by it."""
         stored = self._stored(key)
         if not self.ttl_ms or stored is None:
-            return stored
-        value = self._visible(key, stored)
+            return stored, MAX_TS
+        found = self._visible(key, stored)
         if self.cleans:
             self._accessed(1)
-        return value
+        return found
 
-    def _visible(self, key: bytes, stored: bytes) -> bytes | None:
-        """The caller's value of a stored entry at `now`, cleaning or refreshing it."""
+    def _visible(self, key: bytes, stored: bytes) -> tuple[bytes | None, int]:
+        """(value, expiresAt) of a stored entry at `now` for the caller, cleaning or
+        refreshing it."""
         now = self.now()
         ts, value = codec.decode(stored)
-        if expired(ts, self.ttl_ms, now):
+        expires_at = expiration_ts(ts, self.ttl_ms)
+        if expires_at <= now:  # expired(ts, ttl, now)
             if not self.read_only:  # cleanup on read
                 self._remove_stored(key)
                 self.expired_on_read += 1
-            return value if self.return_expired else None
+            return (value if self.return_expired else None), expires_at
         if self.refresh_on_read and ts != now:
             self._put_stored(key, codec.encode(now, value))
-        return value
+            expires_at = expiration_ts(now, self.ttl_ms)
+        return value, expires_at
 
-    def put(self, key: bytes, value: bytes):
+    def put(self, key: bytes, value: bytes, present: bool | None = None):
+        """Write `value`; `present` (stores without TTL only) says whether the key is in the
+        committed version, when the JVM knows it, so the key count needs no lookup."""
         if not self.ttl_ms:
-            self._put_stored(key, value)
+            overlay = self.overlay
+            if present is None or key in overlay:
+                self._put_stored(key, value)
+            else:
+                self.overlay_bytes += len(key) + len(value)
+                self.key_delta += not present
+                overlay[key] = value
             return
         self._put_stored(key, codec.encode(self.now(), value))
         if self.cleans:
@@ -684,7 +686,14 @@ class Txn:
         self.overlay_bytes += len(stored)
         self.overlay[key] = stored
 
-    def remove(self, key: bytes):
+    def remove(self, key: bytes, present: bool = False):
+        """Remove `key`; `present` (stores without TTL only): the JVM knows it is in the
+        committed version."""
+        if present and not self.ttl_ms and key not in self.overlay:
+            self.overlay_bytes += len(key)
+            self.key_delta -= 1
+            self.overlay[key] = None
+            return
         self._remove_stored(key)
         if self.cleans:
             self._accessed(1)
@@ -713,8 +722,9 @@ class Txn:
             return self.store.visible_keys(self.now(), purged_hist, self.key_delta + purged)
         return self.store.visible_keys(self.now(), self.hist_delta, self.key_delta)
 
-    def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Entries whose key starts with `prefix`, as of now, in key order.
+    def iterate(self, prefix: bytes, with_expiry: bool = False) -> Iterator[tuple]:
+        """Entries `(key, value)` whose key starts with `prefix`, as of now, in key order;
+        `(key, value, expiresAt)` with `with_expiry`.
 
         The overlay and shadow are copied and the RocksDB iterator pins the database as
         of its creation, so later writes (this transaction's or a concurrent commit) do
@@ -729,18 +739,23 @@ class Txn:
         if not self.ttl_ms:
             for key, value in merged:
                 if value is not None:
-                    yield key, value
+                    yield (key, value, MAX_TS) if with_expiry else (key, value)
             return
         for key, stored in merged:
             if stored is None:
                 continue
             if self.cleans and self.every_record:
                 self._accessed(1)
-            value = self._visible(key, stored)
+            value, expires_at = self._visible(key, stored)
             if value is not None:
-                yield key, value
+                yield (key, value, expires_at) if with_expiry else (key, value)
 
     # -- incremental cleanup --------------------------------------------------------------
+
+    def accessed(self, n: int):
+        """`n` state accesses the JVM answered without asking (they count for the cleanup)."""
+        if self.cleans and n > 0:
+            self._accessed(n)
 
     def _accessed(self, n: int):
         """Count state accesses; the cleanup runs in steps to share one RocksDB iterator."""

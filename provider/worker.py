@@ -16,7 +16,9 @@ from typing import Callable
 from . import conf, manifest
 from . import protocol as p
 from .errors import AuthError, ProtocolError, TtlStateError, UnknownHandleError
+from .rocksdb_options import RocksDbSettings
 from .store import Store, Txn
+from .ttl.config import TimeCharacteristic, TtlConfig, UpdateType
 
 log = logging.getLogger("ttlstate.worker")
 
@@ -28,11 +30,12 @@ _RECV_CHUNK = 1 << 20  # a frame body is received in pieces of at most this size
 
 
 class _Iter:
-    __slots__ = ("gen", "txn")
+    __slots__ = ("gen", "txn", "with_expiry")
 
-    def __init__(self, gen, txn):
+    def __init__(self, gen, txn, with_expiry: bool):
         self.gen = gen
         self.txn = txn
+        self.with_expiry = with_expiry
 
 
 class Worker:
@@ -93,12 +96,13 @@ class Worker:
         r.end()
         settings = conf.resolve(confs, "store")
         ttl = conf.ttl_settings(confs, operator_id, store_name)
-        store = Store(store_id, local_dir, ttl)
+        store = Store(store_id, local_dir, ttl, rocksdb=RocksDbSettings.from_conf(settings))
         handle = self._new_handle()
         self.stores[handle] = store
+        settings.update(_view_settings(ttl))
         log.info("worker %d opened %s in %s as handle %d (TTL %s)", self.index, store_id,
                  local_dir, handle, f"{store.ttl_ms} ms" if store.ttl_ms else "off")
-        return p.ok().u32(handle).str_pairs((k, str(v)) for k, v in sorted(settings.items()))
+        return p.ok().u32(handle).str_pairs((k, _render(v)) for k, v in sorted(settings.items()))
 
     def op_load(self, h, r):
         version, batch_ts, manifest_version, manifest_path = r.i64(), r.i64(), r.i64(), r.str()
@@ -121,7 +125,7 @@ class Worker:
     def apply_write_batch(self, h, r):
         """WRITE_BATCH has no reply: errors are kept on the transaction (PROTOCOL.md)."""
         txn = self.txns.get(h)
-        records = list(p.read_records(r))  # decode fully first: a bad frame changes nothing
+        records = p.read_records(r)  # decode fully first: a bad frame changes nothing
         r.end()
         if txn is None or not txn.open or txn.deferred_error is not None:
             return
@@ -129,11 +133,18 @@ class Worker:
             txn.deferred_error = TtlStateError("write to a read-only transaction")
             return
         try:
+            put, remove = txn.put, txn.remove
             for kind, key, value in records:
                 if kind == p.RECORD_PUT:
-                    txn.put(key, value)
+                    put(key, value)
+                elif kind == p.RECORD_REMOVE:
+                    remove(key)
+                elif kind == p.RECORD_ACCESS:
+                    txn.accessed(value)
+                elif kind == p.RECORD_REMOVE_PRESENT:
+                    txn.remove(key, present=True)
                 else:
-                    txn.remove(key)
+                    txn.put(key, value, present=kind == p.RECORD_PUT_OVER)
         except TtlStateError as e:
             txn.deferred_error = e
         except Exception as e:  # noqa: BLE001 - surfaced on the next call
@@ -142,7 +153,7 @@ class Worker:
     def op_get(self, h, r):
         key = r.bytes()
         r.end()
-        return p.ok().optbytes(self._txn(h).get(key))
+        return _value(p.ok(), *self._txn(h).lookup(key))
 
     def op_multi_get(self, h, r):
         keys = [r.bytes() for _ in range(r.count(4))]
@@ -150,20 +161,21 @@ class Worker:
         txn = self._txn(h)
         w = p.ok().u32(len(keys))
         for key in keys:
-            w.optbytes(txn.get(key))
+            _value(w, *txn.lookup(key))
         return w
 
-    def _chunk(self, w, gen, max_entries: int):
-        """Append `u8 last, u32 n, pairs` with up to max_entries pairs (or ~1 MiB) to w.
+    def _chunk(self, w, gen, max_entries: int, with_expiry: bool):
+        """Append `u8 last, u32 n, pairs` with up to max_entries pairs (or ~1 MiB) to w, each
+        pair followed by its `i64 expiresAt` if `with_expiry`.
 
         Returns (last, gen): whether the iteration ended, and the generator to go on with.
         """
         entries = []
         size = 0
         last = True
-        for key, value in gen:
-            entries.append((key, value))
-            size += len(key) + len(value) + 8
+        for entry in gen:
+            entries.append(entry)
+            size += len(entry[0]) + len(entry[1]) + 16
             if len(entries) >= max_entries or size >= MAX_CHUNK_BYTES:
                 last = False
                 break
@@ -176,21 +188,26 @@ class Worker:
             else:
                 gen = itertools.chain([nxt], gen)
         w.u8(1 if last else 0).u32(len(entries))
-        for key, value in entries:
-            w.bytes(key).bytes(value)
+        if with_expiry:
+            for key, value, expires_at in entries:
+                w.bytes(key).bytes(value).i64(expires_at)
+        else:
+            for key, value in entries:
+                w.bytes(key).bytes(value)
         return last, gen
 
     def op_iter_open(self, h, r):
-        prefix, max_entries = r.bytes(), max(1, r.u32())
+        prefix, max_entries, mode = r.bytes(), max(1, r.u32()), p.read_iter_mode(r)
         r.end()
         txn = self._txn(h)
-        gen = txn.iterate(prefix)
+        with_expiry = mode == p.ITER_PAIRS_WITH_EXPIRY
+        gen = txn.iterate(prefix, with_expiry)
         body = p.Writer()
-        last, gen = self._chunk(body, gen, max_entries)
+        last, gen = self._chunk(body, gen, max_entries, with_expiry)
         handle = 0
         if not last:
             handle = self._new_handle()
-            self.iters[handle] = _Iter(gen, txn)
+            self.iters[handle] = _Iter(gen, txn, with_expiry)
         w = p.ok().u32(handle)
         w.parts.extend(body.parts)
         return w
@@ -202,7 +219,7 @@ class Worker:
         if it is None:
             raise UnknownHandleError(f"no open iterator with handle {h}")
         w = p.ok()
-        last, it.gen = self._chunk(w, it.gen, max_entries)
+        last, it.gen = self._chunk(w, it.gen, max_entries, it.with_expiry)
         if last:
             del self.iters[h]
         return w
@@ -353,6 +370,24 @@ class Worker:
             elif op == p.CLOSE:
                 owned.discard(handle)
             return w.frame()
+
+
+def _view_settings(ttl: TtlConfig) -> dict[str, object]:
+    """What the JVM needs to answer reads itself (docs/PROTOCOL.md, OPEN)."""
+    return {"ttl.ms": ttl.ttl_ms if ttl.enabled else 0,
+            "ttl.refreshOnRead": ttl.enabled and ttl.update_type is UpdateType.ON_READ_AND_WRITE,
+            "ttl.batchClock": ttl.time_characteristic is TimeCharacteristic.BATCH_TIMESTAMP,
+            "ttl.countsAccesses": ttl.incremental_cleanup}
+
+
+def _value(w: p.Writer, value: bytes | None, expires_at: int) -> p.Writer:
+    """Append `optbytes value [i64 expiresAt]` (a GET answer)."""
+    w.optbytes(value)
+    return w if value is None else w.i64(expires_at)
+
+
+def _render(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
 def _metrics(w: p.Writer, metrics: list[tuple[str, int]]) -> p.Writer:

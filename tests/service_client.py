@@ -117,10 +117,16 @@ class Client:
         self.send(w)
 
     def get(self, txn: int, key: bytes):
-        return self.call(p.request(p.GET, txn).bytes(key)).optbytes()
+        return self.lookup(txn, key)[0]
+
+    def lookup(self, txn: int, key: bytes) -> tuple[bytes | None, int | None]:
+        """(value, expiresAt) as GET answers them (expiresAt None when absent)."""
+        r = self.call(p.request(p.GET, txn).bytes(key))
+        value = r.optbytes()
+        return value, (None if value is None else r.i64())
 
     def items(self, txn: int, prefix=b"", chunk=2):
-        r = self.call(p.request(p.ITER_OPEN, txn).bytes(prefix).u32(chunk))
+        r = self.call(p.request(p.ITER_OPEN, txn).bytes(prefix).u32(chunk).u8(p.ITER_PAIRS))
         handle = r.u32()
         out = []
         while True:

@@ -77,7 +77,7 @@ LAYOUT = {
     p.WRITE_BATCH: ["records"],
     p.GET: ["bytes"],
     p.MULTI_GET: [("list", ["bytes"])],
-    p.ITER_OPEN: ["bytes", "u32"],
+    p.ITER_OPEN: ["bytes", "u32", "iter_mode"],
     p.ITER_NEXT: ["u32"],
     p.ITER_CLOSE: [], p.STATS: [], p.ABORT: [], p.PING: [], p.MAINTAIN: [],
     p.COMMIT: ["i64", "str"],
@@ -131,11 +131,18 @@ def spec_walk(body: bytes) -> list[tuple[int, str]]:
         elif kind == "records":
             for _ in range(num("count")):
                 rk = num("u8")
-                if rk not in (p.RECORD_PUT, p.RECORD_REMOVE):
+                if rk == p.RECORD_ACCESS:
+                    num("u32")
+                    continue
+                puts = (p.RECORD_PUT, p.RECORD_PUT_NEW, p.RECORD_PUT_OVER)
+                if rk not in puts + (p.RECORD_REMOVE, p.RECORD_REMOVE_PRESENT):
                     raise Reject("record kind")
                 blob(False)
-                if rk == p.RECORD_PUT:
+                if rk in puts:
                     blob(False)
+        elif kind == "iter_mode":
+            if num("u8") not in (p.ITER_PAIRS, p.ITER_PAIRS_WITH_EXPIRY):
+                raise Reject("iterator mode")
         elif isinstance(kind, tuple):
             for _ in range(num("count")):
                 for k in kind[1]:
@@ -595,7 +602,7 @@ class LiveFuzz:
             n = _call(s, p.request(p.LOAD, h).i64(1).i64(-1).i64(0).str("").u32(0)
                       .u32(1).i64(1).str(self.changelog)).i64()
             t = _call(s, p.request(p.BEGIN, h).i64(1).u8(1).i64(-1)).u32()
-            r = _call(s, p.request(p.ITER_OPEN, t).bytes(b"").u32(100_000))
+            r = _call(s, p.request(p.ITER_OPEN, t).bytes(b"").u32(100_000).u8(p.ITER_PAIRS))
             assert r.u32() == 0 and r.bool()
             items = {r.bytes(): r.bytes() for _ in range(r.u32())}
             assert n == len(items)
@@ -622,7 +629,7 @@ class LiveFuzz:
         _call(s, p.request(p.COMMIT, t).i64(1).str(cl))
         wt = _call(s, p.request(p.BEGIN, h).i64(1).u8(0).i64(1_700_000_000_000)).u32()
         rt = _call(s, p.request(p.BEGIN, h).i64(1).u8(1).i64(-1)).u32()
-        it = _call(s, p.request(p.ITER_OPEN, rt).bytes(b"v").u32(2)).u32()
+        it = _call(s, p.request(p.ITER_OPEN, rt).bytes(b"v").u32(2).u8(p.ITER_PAIRS)).u32()
         R = p.request
         scratch = self.scratch
         seeds = [
@@ -631,7 +638,8 @@ class LiveFuzz:
             ("v-multi-get", R(p.MULTI_GET, rt).u32(3).bytes(b"v01").bytes(b"").bytes(b"v19")),
             ("v-write", R(p.WRITE_BATCH, wt).u32(3).u8(1).bytes(b"n1").bytes(b"val")
              .u8(2).bytes(b"v05").u8(1).bytes(b"").bytes(b"")),
-            ("v-iter-open", R(p.ITER_OPEN, wt).bytes(b"v1").u32(3)),
+            ("v-iter-open", R(p.ITER_OPEN, wt).bytes(b"v1").u32(3).u8(p.ITER_PAIRS_WITH_EXPIRY)),
+            ("v-write-access", R(p.WRITE_BATCH, wt).u32(1).u8(p.RECORD_ACCESS).u32(5)),
             ("v-iter-next", R(p.ITER_NEXT, it).u32(1)),
             ("v-iter-close", R(p.ITER_CLOSE, it)),
             ("v-stats", R(p.STATS, wt)),

@@ -79,7 +79,7 @@ def test_prefix_iteration_in_chunks_tolerates_writes(svc, tmp_path):
     c.write(t, [(b"p1/%03d" % i, b"x") for i in range(50)] + [(b"p2/1", b"y")])
     c.commit(t, 1, str(tmp_path / "1.changelog"))
     t = c.begin(h, 1)
-    r = c.call(p.request(p.ITER_OPEN, t).bytes(b"p1/").u32(7))
+    r = c.call(p.request(p.ITER_OPEN, t).bytes(b"p1/").u32(7).u8(p.ITER_PAIRS))
     handle, seen = r.u32(), []
     while True:
         last = r.bool()

@@ -18,7 +18,7 @@ OUT = pathlib.Path(__file__).with_name("frames.tsv")
 
 def vectors():
     R = p.request
-    yield "hello", R(p.HELLO, 0).bytes(bytes.fromhex("00ff10")).u16(3)
+    yield "hello", R(p.HELLO, 0).bytes(bytes.fromhex("00ff10")).u16(4)
     yield "open", R(p.OPEN, 0).str("op=0,part=3,name=default").str("/tmp/é/x").i64(3).str("left-keyToNumValues").str_pairs(
         [("spark.sql.streaming.stateStore.ttlstate.writeBatchBytes", "1024")])
     yield "load", (R(p.LOAD, 7).i64(12).i64(1700000000123).i64(9).str("/d/9.manifest")
@@ -27,9 +27,11 @@ def vectors():
     yield "load-empty", R(p.LOAD, 7).i64(1).i64(-1).i64(0).str("").u32(0).u32(1).i64(1).str("/d/1.changelog")
     yield "begin", R(p.BEGIN, 7).i64(-1 & 0x7FFFFFFFFFFFFFFF).u8(1).i64(-1)
     yield "write-batch", R(p.WRITE_BATCH, 9).u32(2).u8(1).bytes(b"k1").bytes(b"").u8(2).bytes(b"k2")
+    yield "write-batch-access", R(p.WRITE_BATCH, 9).u32(2).u8(3).u32(7).u8(2).bytes(b"k2")
     yield "get", R(p.GET, 9).bytes(b"\x00\x01\xfe")
     yield "multi-get", R(p.MULTI_GET, 9).u32(2).bytes(b"a").bytes(b"")
-    yield "iter-open", R(p.ITER_OPEN, 9).bytes(b"").u32(1024)
+    yield "iter-open", R(p.ITER_OPEN, 9).bytes(b"").u32(1024).u8(0)
+    yield "iter-open-expiry", R(p.ITER_OPEN, 9).bytes(b"ab").u32(8192).u8(1)
     yield "iter-next", R(p.ITER_NEXT, 4294967295).u32(1)
     yield "iter-close", R(p.ITER_CLOSE, 3)
     yield "stats", R(p.STATS, 9)
@@ -45,7 +47,8 @@ def vectors():
     yield "bad-trailing", R(p.PING, 0).u8(0)
     yield "bad-count-overrun", R(p.MULTI_GET, 1).u32(1000000)
     yield "bad-bool", R(p.BEGIN, 1).i64(1).u8(2).i64(0)
-    yield "bad-record-kind", R(p.WRITE_BATCH, 1).u32(1).u8(3).bytes(b"k")
+    yield "bad-record-kind", R(p.WRITE_BATCH, 1).u32(1).u8(4).bytes(b"k")
+    yield "bad-iter-mode", R(p.ITER_OPEN, 1).bytes(b"").u32(1).u8(2)
     yield "bad-utf8", R(p.SNAPSHOT, 1).bytes(b"\xff\xfe")
     yield "bad-manifest-files-truncated", R(p.MANIFEST_FILES, 0).str("/d/9.manifest").u32(9)
 

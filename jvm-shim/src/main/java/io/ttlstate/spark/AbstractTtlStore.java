@@ -61,7 +61,14 @@ abstract class AbstractTtlStore implements ReadStateStore {
     @Override
     public UnsafeRow get(UnsafeRow key, String colFamilyName) {
         checkDefaultColFamily(colFamilyName);
-        return toValueRow(txn.get(codec.encodeKey(key)));
+        LatencyTracker latency = metrics.gets;
+        if (latency == null || !latency.sample()) {
+            return toValueRow(txn.get(codec.encodeKey(key)));
+        }
+        long start = System.nanoTime();
+        UnsafeRow value = toValueRow(txn.get(codec.encodeKey(key)));
+        latency.record(System.nanoTime() - start);
+        return value;
     }
 
     final UnsafeRow toValueRow(byte[] v) {
@@ -76,9 +83,14 @@ abstract class AbstractTtlStore implements ReadStateStore {
     @Override
     public scala.collection.Iterator<UnsafeRow> multiGet(UnsafeRow[] keys, String colFamilyName) {
         checkDefaultColFamily(colFamilyName);
+        byte[][] encoded = new byte[keys.length][];
+        for (int i = 0; i < keys.length; i++) {
+            encoded[i] = codec.encodeKey(keys[i]);
+        }
+        byte[][] values = txn.multiGet(encoded);
         java.util.List<UnsafeRow> out = new java.util.ArrayList<>(keys.length);
-        for (UnsafeRow k : keys) {
-            out.add(get(k, colFamilyName));
+        for (byte[] v : values) {
+            out.add(toValueRow(v));
         }
         return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
     }

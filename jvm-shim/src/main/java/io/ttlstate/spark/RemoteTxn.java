@@ -1,6 +1,5 @@
 package io.ttlstate.spark;
 
-import java.nio.ByteBuffer;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -12,44 +11,56 @@ import io.ttlstate.spark.protocol.ProtocolException;
 /**
  * One transaction on a worker (a BEGIN handle) with the JVM's write-behind buffer.
  *
- * <p>Puts and removes are appended to a WRITE_BATCH frame and to a pending map that answers
- * reads of those keys without a round trip. The frame is sent (no response) when it reaches
- * {@code writeBatchBytes}, and before any request that needs the worker to know the writes
- * (ITER_OPEN, STATS, COMMIT). A GET of a key not in the pending map goes without a flush: the
- * worker's view differs from ours only in the pending keys. Not thread-safe; one per store.
+ * <p>Puts and removes are appended to a WRITE_BATCH frame and to {@code written}, which
+ * answers reads of those keys without a round trip for the whole transaction and becomes the
+ * provider's {@link StoreView} of the next version at commit. The frame is sent (no response)
+ * when it reaches {@code writeBatchBytes}, and before any request that needs the worker to
+ * know the writes (ITER_OPEN, STATS, COMMIT). A read of a key not written asks the view
+ * (cached value, or the Bloom filter's "absent") and only then the worker, with GET; the
+ * worker's view differs from ours only in the written keys, so GET needs no flush. Not
+ * thread-safe; one per store.
  */
 final class RemoteTxn {
-    /** Marks a removed key in the pending map (compared by identity). */
-    private static final byte[] TOMBSTONE = new byte[0];
+    /** Marks a removed key in {@code written} (compared by identity). */
+    static final byte[] TOMBSTONE = new byte[0];
     private static final int BATCH_COUNT_OFFSET = 5; // op u8 + handle u32
 
     private final WorkerConnection conn;
     private final long handle;
+    private final long version;
+    private final boolean readOnly;
     private final long batchTimestampMs;
-    private final int writeBatchBytes;
-    private final int chunkEntries;
+    private final StoreSettings settings;
+    /** The provider's view of {@code version}, or null if this transaction may not use it. */
+    private final StoreView view;
+    /** {@code expiresAt} of a value this transaction writes. */
+    private final long writeExpiry;
     private final StoreMetrics metrics;
-    private final Map<ByteBuffer, byte[]> pending = new HashMap<>();
+    private final Map<KeyBytes, byte[]> written = new HashMap<>();
     private FrameWriter batch;
     private int batchCount;
+    /** Reads answered in the JVM since the last flush, reported to the worker's TTL cleanup. */
+    private int unsentAccesses;
     private boolean ended;
     /** Told about every iterator (the provider drains those still needing the worker on close). */
     java.util.function.Consumer<ChunkIterator> onIteratorCreated;
 
-    private RemoteTxn(WorkerConnection conn, long handle, long batchTimestampMs, int writeBatchBytes,
-                      int chunkEntries, StoreMetrics metrics) {
+    private RemoteTxn(WorkerConnection conn, long handle, long version, boolean readOnly, long batchTimestampMs,
+                      StoreSettings settings, StoreView view, StoreMetrics metrics) {
         this.conn = conn;
         this.handle = handle;
+        this.version = version;
+        this.readOnly = readOnly;
         this.batchTimestampMs = batchTimestampMs;
-        this.writeBatchBytes = writeBatchBytes;
-        this.chunkEntries = chunkEntries;
+        this.settings = settings;
+        this.view = view != null && settings.viewUsable(batchTimestampMs) ? view : null;
+        this.writeExpiry = StoreView.expiryOfWrite(batchTimestampMs, settings.ttlMs);
         this.metrics = metrics;
     }
 
     /** BEGIN a transaction on {@code storeHandle} at {@code version}, TTL time {@code batchTimestampMs}. */
     static RemoteTxn begin(WorkerConnection conn, long storeHandle, long version, boolean readOnly,
-                           long batchTimestampMs, int writeBatchBytes, int chunkEntries,
-                           StoreMetrics metrics) {
+                           long batchTimestampMs, StoreSettings settings, StoreView view, StoreMetrics metrics) {
         FrameReader r = conn.call(FrameWriter.request(Op.BEGIN, storeHandle)
                 .i64(version).bool(readOnly).i64(batchTimestampMs));
         metrics.roundTrip();
@@ -58,7 +69,7 @@ final class RemoteTxn {
             r.end();
             return h;
         });
-        return new RemoteTxn(conn, txn, batchTimestampMs, writeBatchBytes, chunkEntries, metrics);
+        return new RemoteTxn(conn, txn, version, readOnly, batchTimestampMs, settings, view, metrics);
     }
 
     long handle() {
@@ -75,40 +86,159 @@ final class RemoteTxn {
     }
 
     void put(byte[] key, byte[] value) {
-        batch().u8(Op.RECORD_PUT).bytes(key).bytes(value);
+        int kind = Op.RECORD_PUT;
+        StoreView.Presence p = presence(key);
+        if (p == StoreView.Presence.PRESENT) {
+            kind = Op.RECORD_PUT_OVER;
+        } else if (p == StoreView.Presence.ABSENT) {
+            kind = Op.RECORD_PUT_NEW;
+        }
+        batch().u8(kind).bytes(key).bytes(value);
         buffered(key, value);
     }
 
     void remove(byte[] key) {
-        batch().u8(Op.RECORD_REMOVE).bytes(key);
+        StoreView.Presence p = presence(key);
+        if (p == StoreView.Presence.ABSENT) {
+            written.put(new KeyBytes(key), TOMBSTONE); // nothing to remove: the worker need not know
+            return;
+        }
+        batch().u8(p == StoreView.Presence.PRESENT ? Op.RECORD_REMOVE_PRESENT : Op.RECORD_REMOVE).bytes(key);
         buffered(key, TOMBSTONE);
     }
 
+    /**
+     * Whether {@code key} is in the committed version, if the view knows and it matters: a
+     * first write of the key in this transaction, on a store without TTL (with TTL the
+     * worker needs the old entry's timestamp anyway, and an expired entry the view does not
+     * show may still be stored).
+     */
+    private StoreView.Presence presence(byte[] key) {
+        if (view == null || settings.ttlMs != 0 || readOnly || written.containsKey(new KeyBytes(key))) {
+            return StoreView.Presence.UNKNOWN;
+        }
+        return view.presence(key, version);
+    }
+
     /** Records a write just appended to the batch; sends the batch once it is big enough. */
-    private void buffered(byte[] key, byte[] pendingValue) {
+    private void buffered(byte[] key, byte[] writtenValue) {
         batchCount++;
-        pending.put(ByteBuffer.wrap(key), pendingValue);
-        if (batch.size() >= writeBatchBytes) {
+        written.put(new KeyBytes(key), writtenValue);
+        if (batch.size() >= settings.writeBatchBytes) {
             flush();
         }
     }
 
     /** The value of {@code key} as this transaction sees it, or null. */
     byte[] get(byte[] key) {
-        byte[] v = pending.get(ByteBuffer.wrap(key));
-        if (v != null) {
-            return v == TOMBSTONE ? null : v;
+        byte[][] out = new byte[1][];
+        if (answerHere(key, out, 0)) {
+            return out[0];
         }
         FrameReader r = call(FrameWriter.request(Op.GET, handle).bytes(key));
         return checked(() -> {
-            byte[] value = r.optbytes();
+            byte[] value = readValue(r, key);
             r.end();
             return value;
         });
     }
 
-    /** Sends the buffered writes, if any, as one WRITE_BATCH. */
+    /**
+     * Answers a read of {@code key} into {@code out[i]} from this transaction's writes or the
+     * view (a live cached value, or the filter's "absent"); false if the worker must answer.
+     */
+    private boolean answerHere(byte[] key, byte[][] out, int i) {
+        byte[] v = written.get(new KeyBytes(key));
+        if (v != null) {
+            answeredHere();
+            out[i] = v == TOMBSTONE ? null : v;
+            return true;
+        }
+        if (view == null) {
+            return false;
+        }
+        StoreView.Cached c = view.lookup(key, version, batchTimestampMs);
+        if (c == StoreView.ABSENT) {
+            metrics.filterSkips.incrementAndGet();
+            answeredHere();
+            out[i] = null;
+            return true;
+        }
+        if (c == null) {
+            metrics.cacheMisses.incrementAndGet();
+            return false;
+        }
+        metrics.cacheHits.incrementAndGet();
+        if (settings.ttlRefreshOnRead && !readOnly && c.expiresAt != writeExpiry) {
+            put(key, c.value); // the refresh the worker's read would have made (an access too)
+        } else {
+            answeredHere();
+        }
+        out[i] = c.value;
+        return true;
+    }
+
+    /** One {@code optbytes value [i64 expiresAt]} of a GET or MULTI_GET reply, remembered in the view. */
+    private byte[] readValue(FrameReader r, byte[] key) throws ProtocolException {
+        byte[] value = r.optbytes();
+        if (value != null) {
+            long expiresAt = r.i64();
+            if (view != null) {
+                view.remember(key, value, expiresAt, version);
+            }
+        }
+        return value;
+    }
+
+    /**
+     * The values of {@code keys} (null where absent): what the JVM knows answers at once, the
+     * rest goes to the worker in one MULTI_GET.
+     */
+    byte[][] multiGet(byte[][] keys) {
+        byte[][] out = new byte[keys.length][];
+        int[] ask = new int[keys.length];
+        int n = 0;
+        for (int i = 0; i < keys.length; i++) {
+            if (!answerHere(keys[i], out, i)) {
+                ask[n++] = i;
+            }
+        }
+        if (n == 0) {
+            return out;
+        }
+        FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(n);
+        for (int j = 0; j < n; j++) {
+            w.bytes(keys[ask[j]]);
+        }
+        FrameReader r = call(w);
+        int asked = n;
+        checked(() -> {
+            if (r.u32() != asked) {
+                throw new ProtocolException("MULTI_GET answered a different number of keys");
+            }
+            for (int j = 0; j < asked; j++) {
+                out[ask[j]] = readValue(r, keys[ask[j]]);
+            }
+            r.end();
+            return null;
+        });
+        return out;
+    }
+
+    /** A read the worker did not see: counted towards its incremental TTL cleanup. */
+    private void answeredHere() {
+        if (settings.ttlCountsAccesses && !readOnly) {
+            unsentAccesses++;
+        }
+    }
+
+    /** Sends the buffered writes (and reads answered here), if any, as one WRITE_BATCH. */
     void flush() {
+        if (unsentAccesses > 0) {
+            batch().u8(Op.RECORD_ACCESS).u32(unsentAccesses);
+            batchCount++;
+            unsentAccesses = 0;
+        }
         if (batchCount == 0) {
             return;
         }
@@ -116,8 +246,21 @@ final class RemoteTxn {
         b.patchU32(BATCH_COUNT_OFFSET, batchCount);
         batch = null;
         batchCount = 0;
-        pending.clear();
         conn.send(b);
+    }
+
+    /** The transaction's writes (key to value, {@link #TOMBSTONE} for a removal); for the view at commit. */
+    Map<KeyBytes, byte[]> written() {
+        return written;
+    }
+
+    /** {@code expiresAt} of the values this transaction wrote. */
+    long writeExpiry() {
+        return writeExpiry;
+    }
+
+    long version() {
+        return version;
     }
 
     /**
@@ -125,9 +268,11 @@ final class RemoteTxn {
      * worker (after a flush) when first used; see {@link ChunkIterator}.
      */
     ChunkIterator iterate(byte[] prefix, KeyCodec codec, int numValueFields) {
+        int chunkEntries = settings.iteratorChunkEntries;
         ChunkIterator it = new ChunkIterator(conn, () -> {
             flush();
-            return call(FrameWriter.request(Op.ITER_OPEN, handle).bytes(prefix).u32(chunkEntries));
+            return call(FrameWriter.request(Op.ITER_OPEN, handle).bytes(prefix).u32(chunkEntries)
+                    .u8(Op.ITER_PAIRS));
         }, chunkEntries, codec, numValueFields, metrics);
         if (onIteratorCreated != null) {
             onIteratorCreated.accept(it);
@@ -183,7 +328,8 @@ final class RemoteTxn {
     void abort() {
         batch = null;
         batchCount = 0;
-        pending.clear();
+        unsentAccesses = 0;
+        written.clear();
         if (ended) {
             return;
         }

@@ -47,6 +47,14 @@ final class StoreMetrics {
             "ttlstateDownloadedBytes", "ttlstate: bytes downloaded from the checkpoint", false);
     static final StateStoreCustomMetric ROUND_TRIPS = new StateStoreCustomSumMetric(
             "ttlstateRoundTrips", "ttlstate: synchronous requests to the store worker");
+    static final StateStoreCustomMetric CACHE_HITS = new StateStoreCustomSumMetric(
+            "ttlstateCacheHits", "ttlstate: reads answered by the JVM's value cache");
+    static final StateStoreCustomMetric CACHE_MISSES = new StateStoreCustomSumMetric(
+            "ttlstateCacheMisses", "ttlstate: reads the JVM's value cache and key filter could not answer (asked the worker)");
+    static final StateStoreCustomMetric FILTER_SKIPS = new StateStoreCustomSumMetric(
+            "ttlstateFilterSkips", "ttlstate: reads of absent keys answered by the JVM's key filter");
+    static final StateStoreCustomMetric CACHE_BYTES = new StateStoreCustomSizeMetric(
+            "ttlstateCacheBytes", "ttlstate: heap bytes of the JVM's value cache and key filter of the store", false);
 
     static final StateStoreCustomMetric EXPIRED_ON_READ = new StateStoreCustomSumMetric(
             "ttlstateExpiredOnRead", "ttlstate: expired entries found by a read and removed");
@@ -55,12 +63,28 @@ final class StoreMetrics {
     static final StateStoreCustomMetric EXPIRED_BY_COMPACTION = new StateStoreCustomSumMetric(
             "ttlstateExpiredByCompaction",
             "ttlstate: expired entries dropped by RocksDB's TTL compaction filter");
+    static final StateStoreCustomMetric OPEN_TRANSACTIONS = new StateStoreCustomSumMetric(
+            "ttlstateOpenTransactions",
+            "ttlstate: other transactions open on the store's worker at commit (0 unless a read store was never ended)");
     /** The same setting in every store, so the maximum, not the sum, over stores and tasks. */
     static final MaxMetric TTL_MS = new MaxMetric("ttlstateTtlMs", "ttlstate: state TTL in force (ms)");
 
+    /** Latency tracking ({@code latencyTracking.enabled}): percentiles of the store's sampled accesses. */
+    static final MaxMetric GET_P50 = new MaxMetric("ttlstateLatencyGetP50Micros",
+            "ttlstate: median of sampled get latencies (us; the largest over the batch's stores)");
+    static final MaxMetric GET_P99 = new MaxMetric("ttlstateLatencyGetP99Micros",
+            "ttlstate: 99th percentile of sampled get latencies (us; the largest over the batch's stores)");
+    static final MaxMetric PUT_P50 = new MaxMetric("ttlstateLatencyPutP50Micros",
+            "ttlstate: median of sampled put latencies (us; the largest over the batch's stores)");
+    static final MaxMetric PUT_P99 = new MaxMetric("ttlstateLatencyPutP99Micros",
+            "ttlstate: 99th percentile of sampled put latencies (us; the largest over the batch's stores)");
+    static final MaxMetric COMMIT_MAX = new MaxMetric("ttlstateLatencyCommitMaxMs",
+            "ttlstate: the slowest commit of the batch's stores (ms)");
+    private static final List<MaxMetric> LATENCY = List.of(GET_P50, GET_P99, PUT_P50, PUT_P99, COMMIT_MAX);
+
     /** The metrics the worker reports by name in STATS and COMMIT replies. */
     static final List<StateStoreCustomMetric> WORKER = List.of(
-            EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS);
+            EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS, OPEN_TRANSACTIONS);
     private static final Map<String, Integer> WORKER_INDEX = WORKER.stream().collect(
             Collectors.toMap(StateStoreCustomMetric::name, WORKER::indexOf));
     /** Undeclared names the worker sent, each logged once. */
@@ -68,7 +92,9 @@ final class StoreMetrics {
 
     static final List<StateStoreCustomMetric> ALL = List.of(
             COMMIT_MS, LOAD_MS, CHECKPOINT_LOADS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, REUSED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
-            EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS);
+            CACHE_HITS, CACHE_MISSES, FILTER_SKIPS, CACHE_BYTES,
+            EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS, OPEN_TRANSACTIONS,
+            GET_P50, GET_P99, PUT_P50, PUT_P99, COMMIT_MAX);
 
     final AtomicLong commitMs = new AtomicLong();
     final AtomicLong loadMs = new AtomicLong();
@@ -79,9 +105,22 @@ final class StoreMetrics {
     final AtomicLong reusedFiles = new AtomicLong();
     final AtomicLong downloadedBytes = new AtomicLong();
     final AtomicLong roundTrips = new AtomicLong();
+    final AtomicLong cacheHits = new AtomicLong();
+    final AtomicLong cacheMisses = new AtomicLong();
+    final AtomicLong filterSkips = new AtomicLong();
+    final AtomicLong cacheBytes = new AtomicLong();
     private final AtomicLongArray worker = new AtomicLongArray(WORKER.size());
     /** This store's own key for {@link #TTL_MS} (see {@link MaxMetric}). */
     private final StateStoreCustomMetric ttlMsKey = TTL_MS.forStore();
+    /** Sampled get and put latencies; null unless latency tracking is on. */
+    LatencyTracker gets;
+    LatencyTracker puts;
+
+    /** Samples every {@code interval}-th get and put of this store version. */
+    void trackLatency(int interval) {
+        gets = new LatencyTracker(interval);
+        puts = new LatencyTracker(interval);
+    }
 
     void roundTrip() {
         roundTrips.incrementAndGet();
@@ -98,6 +137,17 @@ final class StoreMetrics {
         checkpointLoads.addAndGet(other.checkpointLoads.get());
         downloadedBytes.addAndGet(other.downloadedBytes.get());
         reusedFiles.addAndGet(other.reusedFiles.get());
+    }
+
+    /** Adds the reads of {@code other} (a read store this version's write store was upgraded from). */
+    void addReads(StoreMetrics other) {
+        if (gets != null && other.gets != null) {
+            gets.addAll(other.gets);
+        }
+        roundTrips.addAndGet(other.roundTrips.get());
+        cacheHits.addAndGet(other.cacheHits.get());
+        cacheMisses.addAndGet(other.cacheMisses.get());
+        filterSkips.addAndGet(other.filterSkips.get());
     }
 
     /** Milliseconds since {@code startNanos}, rounded up: a step that ran never reports 0. */
@@ -138,9 +188,19 @@ final class StoreMetrics {
         m = m.updated(REUSED_FILES, (Object) reusedFiles.get());
         m = m.updated(DOWNLOADED_BYTES, (Object) downloadedBytes.get());
         m = m.updated(ROUND_TRIPS, (Object) roundTrips.get());
+        m = m.updated(CACHE_HITS, (Object) cacheHits.get());
+        m = m.updated(CACHE_MISSES, (Object) cacheMisses.get());
+        m = m.updated(FILTER_SKIPS, (Object) filterSkips.get());
+        m = m.updated(CACHE_BYTES, (Object) cacheBytes.get());
         for (int i = 0; i < WORKER.size(); i++) {
             StateStoreCustomMetric key = WORKER.get(i) == TTL_MS ? ttlMsKey : WORKER.get(i);
             m = m.updated(key, (Object) worker.get(i));
+        }
+        long[] latency = gets == null ? new long[LATENCY.size()] : new long[] {
+            gets.percentileMicros(0.5), gets.percentileMicros(0.99), puts.percentileMicros(0.5),
+            puts.percentileMicros(0.99), commitMs.get()};
+        for (int i = 0; i < LATENCY.size(); i++) {
+            m = m.updated(LATENCY.get(i).forStore(), (Object) latency[i]);
         }
         return m;
     }

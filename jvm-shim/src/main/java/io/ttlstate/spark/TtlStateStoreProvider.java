@@ -10,6 +10,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.UUID;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 import io.ttlstate.spark.protocol.FrameReader;
@@ -24,10 +25,13 @@ import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.StateSchemaProvider;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreErrors;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProvider$;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
 import org.apache.spark.sql.execution.streaming.state.TimestampAsPostfixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.TimestampAsPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.types.StructType;
@@ -49,7 +53,6 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     static final String PROVIDER_NAME = "TtlStateStoreProvider";
     private static final long RECONNECT_MILLIS = 15_000;
     private static final String TMP_DIR = "jvm-tmp";
-    private static final int DEFAULT_TRANSFER_THREADS = 4;
     /** Suffixes of local directory and temp-file names; thread-safe, seeded once. */
     private static final SecureRandom RANDOM = new SecureRandom();
 
@@ -78,12 +81,12 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     /** The checkpoint id of the loaded version (format v2; null for version 0 and in v1). */
     private String loadedId;
     private long lastSnapshotVersion;
-    /** {@code checkpoint.mode=snapshot}: every commit is an incremental snapshot. */
-    private boolean snapshotMode;
+    /** The store's settings as the worker resolved them at OPEN. */
+    private StoreSettings settings;
+    /** What the JVM knows of the loaded version (value cache, key filter); null until OPEN. */
+    private StoreView view;
     /** What a read store's load cost, reported by the next write store (read stores have no metrics). */
     private StoreMetrics pendingLoad;
-    private int writeBatchBytes = 256 * 1024;
-    private int iteratorChunkEntries = 1024;
     private boolean closed;
     /** Iterators that may still need the worker; drained into memory before the store is closed. */
     private final java.util.Set<ChunkIterator> openIterators =
@@ -209,6 +212,23 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 valueSchema.length(), forceSnapshotOnCommit, checkpointIds);
     }
 
+    /**
+     * The write store of the same version, as {@code getStore}; it also takes over the read
+     * store's transaction and ends it before its own commit or abort. Spark never ends a read
+     * store it upgraded (the aggregation's and session window's restore step), and an open
+     * transaction would otherwise live on in the worker and receive the pre-images of every
+     * later commit (DESIGN decision 35).
+     */
+    @Override
+    public StateStore upgradeReadStoreToWriteStore(ReadStateStore readStore, long version, Option<String> uniqueId,
+                                                   boolean forceSnapshotOnCommit) {
+        TtlWriteStore store = (TtlWriteStore) getStore(version, uniqueId, forceSnapshotOnCommit, false);
+        if (readStore instanceof TtlReadStore) {
+            store.endsAlong((TtlReadStore) readStore);
+        }
+        return store;
+    }
+
     @Override
     public ReadStateStore getReadStore(long version, Option<String> uniqueId) {
         String id = checkGetStore(version, uniqueId);
@@ -258,8 +278,11 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                     metrics.addLoad(pendingLoad);
                     pendingLoad = null;
                 }
+                if (settings.latencySampleInterval > 0) {
+                    metrics.trackLatency(settings.latencySampleInterval);
+                }
                 RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, readOnly, batchTimestampMs,
-                        writeBatchBytes, iteratorChunkEntries, metrics);
+                        settings, view, metrics);
                 txn.onIteratorCreated = this::trackIterator;
                 return new Prepared(txn, loadedId);
             } catch (UncheckedIOException e) {
@@ -324,40 +347,25 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         storeHandle = handle;
         localDir = dir;
         loadedVersion = -1;
-        writeBatchBytes = intSetting(resolved, "writeBatchBytes", writeBatchBytes);
-        iteratorChunkEntries = intSetting(resolved, "iteratorChunkEntries", iteratorChunkEntries);
-        c.timeoutMillis(intSetting(resolved, "workerTimeout", (int) WorkerConnection.DEFAULT_TIMEOUT_MILLIS));
-        snapshotMode = "snapshot".equalsIgnoreCase(setting(resolved, "checkpoint.mode"));
-        int transferThreads = intSetting(resolved, "checkpoint.transferThreads", DEFAULT_TRANSFER_THREADS);
-        TransferPool.ensureThreads(transferThreads);
-        String cacheDir = setting(resolved, "checkpoint.localCacheDir");
+        settings = new StoreSettings(resolved);
+        c.timeoutMillis(settings.workerTimeoutMillis);
+        TransferPool.ensureThreads(settings.transferThreads);
         try {
-            checkpoint.useCacheRoot(cacheDir == null ? LocalFileCache.defaultRoot() : Path.of(cacheDir));
+            checkpoint.useCacheRoot(settings.localCacheDir == null ? LocalFileCache.defaultRoot()
+                    : Path.of(settings.localCacheDir));
         } catch (IOException e) {
             throw new UncheckedIOException("Cannot set up the local checkpoint cache of " + this, e);
         }
+        if (view == null) {
+            view = new StoreView(settings.cacheMaxBytes, settings.keyFilter);
+        } else {
+            view.reset(-1, -1);
+        }
         LOG.info("Opened {} on {} (writeBatchBytes={}, iteratorChunkEntries={}, checkpoint mode {}, "
-                        + "{} transfer threads, local cache {})", this, c, writeBatchBytes, iteratorChunkEntries,
-                snapshotMode ? "snapshot" : "changelog", transferThreads, checkpoint.cache());
-    }
-
-    /** A resolved setting of the OPEN reply by short name (or full key), or null. */
-    private static String setting(Map<String, String> resolved, String name) {
-        String v = resolved.get(name);
-        return v != null ? v : resolved.get(PythonService.CONF_PREFIX + name);
-    }
-
-    private static int intSetting(Map<String, String> resolved, String name, int dflt) {
-        String v = setting(resolved, name);
-        if (v == null) {
-            return dflt;
-        }
-        try {
-            return Integer.parseInt(v.trim());
-        } catch (NumberFormatException e) {
-            LOG.warn("Ignoring malformed resolved setting {}={}", name, v);
-            return dflt;
-        }
+                        + "{} transfer threads, local cache {}, value cache {} bytes per executor, key filter {})",
+                this, c, settings.writeBatchBytes, settings.iteratorChunkEntries,
+                settings.snapshotMode ? "snapshot" : "changelog", settings.transferThreads, checkpoint.cache(),
+                settings.cacheMaxBytes, settings.keyFilter ? "on" : "off");
     }
 
     private void dropConnection() {
@@ -367,12 +375,16 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         }
         loadedVersion = -1;
         loadedId = null;
+        if (view != null) {
+            view.reset(-1, -1);
+        }
     }
 
     /** Rebuilds the worker's database at {@code version} (checkpoint id {@code id}, null: any) from the checkpoint. */
     private void load(long version, String id, long batchTimestampMs, StoreMetrics metrics) {
         loadedVersion = -1;
         loadedId = null;
+        view.reset(-1, -1);
         StoreCheckpoint.Loaded l;
         try {
             l = checkpoint.load(conn, storeHandle, version, id, batchTimestampMs, metrics);
@@ -384,6 +396,13 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         loadedVersion = version;
         loadedId = l.plan.id;
         lastSnapshotVersion = l.plan.manifestVersion();
+        view.reset(version, l.numKeys);
+        if (view.wantsKeyScan(version) && settings.viewUsable(batchTimestampMs)) {
+            long start = System.nanoTime();
+            long n = KeyScan.fill(conn, storeHandle, version, batchTimestampMs, l.numKeys, settings, view, metrics);
+            LOG.info("Read {} entries of version {} of {} into its key filter and value cache in {} ms", n, version,
+                    this, StoreMetrics.millisSince(start));
+        }
     }
 
     // ---- commit and snapshots -----------------------------------------------------------
@@ -398,7 +417,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     synchronized RemoteTxn.Committed commitStore(TtlWriteStore store, String newId, boolean forceSnapshot)
             throws IOException {
         long newVersion = store.version() + 1;
-        java.nio.file.Path changelog = snapshotMode ? null : tmpFile(newVersion + ".changelog");
+        java.nio.file.Path changelog = settings.snapshotMode ? null : tmpFile(newVersion + ".changelog");
         List<org.apache.hadoop.fs.Path> written = new ArrayList<>();
         boolean durable = false;
         try {
@@ -413,6 +432,12 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             }
             loadedVersion = newVersion;
             loadedId = newId;
+            RemoteTxn txn = store.txn();
+            if (settings.viewUsable(txn.batchTimestampMs())) {
+                view.committed(store.version(), newVersion, txn.written(), RemoteTxn.TOMBSTONE, txn.writeExpiry());
+            } else {
+                view.reset(newVersion, -1); // the JVM does not know when the worker stamped the writes
+            }
             if (changelog == null || forceSnapshot || r.snapshotWanted) {
                 snapshot(store.metrics, written);
             }
@@ -425,6 +450,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             if (!durable) {
                 loadedVersion = -1;
                 loadedId = null;
+                view.reset(-1, -1);
                 checkpoint.discard(written);
             }
         }
@@ -439,8 +465,8 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             throw new IllegalStateException("Version " + version + " of " + this
                     + " is no longer the loaded version; read it through getStore(" + version + ")");
         }
-        RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, true, batchTimestampMs,
-                writeBatchBytes, iteratorChunkEntries, metrics);
+        RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, true, batchTimestampMs, settings, view,
+                metrics);
         txn.onIteratorCreated = this::trackIterator;
         return txn;
     }
@@ -456,6 +482,28 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     private void snapshot(StoreMetrics metrics, List<org.apache.hadoop.fs.Path> written) throws IOException {
         checkpoint.snapshot(conn, storeHandle, loadedVersion, loadedId, tmpPath("snapshot"), metrics, written);
         lastSnapshotVersion = loadedVersion;
+        reportSnapshotUploaded(loadedVersion);
+    }
+
+    /**
+     * Tells Spark's state store coordinator that {@code version} has a snapshot, as Spark's
+     * own providers do; without it the coordinator counts the store as lagging and forces a
+     * snapshot at every commit ({@code forceSnapshotOnCommit}).
+     */
+    private void reportSnapshotUploaded(long version) {
+        if (!storeConf.reportSnapshotUploadLag()) {
+            return;
+        }
+        try {
+            Option<StateStoreCoordinatorRef> ref = StateStoreProvider$.MODULE$.coordinatorRef();
+            if (ref.isDefined()) {
+                UUID runId = UUID.fromString(StateStoreProvider$.MODULE$.getRunId(hadoopConf));
+                ref.get().snapshotUploaded(new StateStoreProviderId(stateStoreId, runId), version,
+                        System.currentTimeMillis());
+            }
+        } catch (RuntimeException e) {
+            LOG.debug("Reporting the snapshot of version {} of {} to the coordinator failed", version, this, e);
+        }
     }
 
     private Path tmpFile(String name) throws IOException {
@@ -580,6 +628,10 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         loadedVersion = -1;
         loadedId = null;
         pendingLoad = null;
+        if (view != null) {
+            view.close();
+            view = null;
+        }
         LOG.info("Closed {}", this);
     }
 
@@ -588,6 +640,11 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     @Override
     public scala.collection.immutable.Seq<StateStoreCustomMetric> supportedCustomMetrics() {
         return StoreMetrics.supported();
+    }
+
+    /** Heap bytes of the view's value cache and key filter (0 while there is none). */
+    synchronized long viewBytes() {
+        return view == null ? 0 : view.bytes() + view.filterBytes();
     }
 
     /** The committed version the worker's database holds, or -1; for tests and logs. */

@@ -33,6 +33,8 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
     private State state = State.UPDATING;
     private long committedNumKeys;
     private long committedMemoryBytes;
+    /** The read store this store was upgraded from, ended before this one commits or aborts. */
+    private TtlReadStore upgradedFrom;
 
     TtlWriteStore(TtlStateStoreProvider provider, long version, String baseId, RemoteTxn txn, KeyCodec codec,
                   StoreMetrics metrics, int numValueFields, boolean forceSnapshotOnCommit, boolean checkpointIds) {
@@ -56,7 +58,14 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
             throw new IllegalArgumentException("requirement failed: Cannot put a null value");
         }
         verifyUpdating("Cannot put after already committed or aborted");
+        LatencyTracker latency = metrics.puts;
+        if (latency == null || !latency.sample()) {
+            txn.put(codec.encodeKey(key), KeyCodec.bytesOf(value));
+            return;
+        }
+        long start = System.nanoTime();
         txn.put(codec.encodeKey(key), KeyCodec.bytesOf(value));
+        latency.record(System.nanoTime() - start);
     }
 
     @Override
@@ -66,9 +75,27 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
         txn.remove(codec.encodeKey(key));
     }
 
+    /**
+     * Ends {@code readStore} (of the same version and task) before this store commits or
+     * aborts: Spark reads through it only while this store's input is consumed, and never
+     * ends it itself.
+     */
+    void endsAlong(TtlReadStore readStore) {
+        upgradedFrom = readStore;
+    }
+
+    private void endUpgradedFrom() {
+        if (upgradedFrom != null) {
+            upgradedFrom.release();
+            metrics.addReads(upgradedFrom.metrics);
+            upgradedFrom = null;
+        }
+    }
+
     @Override
     public long commit() {
         verifyUpdating("Cannot commit after already committed or aborted");
+        endUpgradedFrom();
         long start = System.nanoTime();
         long newVersion;
         String newId = checkpointIds ? UUID.randomUUID().toString() : null;
@@ -98,6 +125,7 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
 
     @Override
     public void abort() {
+        endUpgradedFrom();
         if (state != State.UPDATING) {
             return;
         }
@@ -126,6 +154,18 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
         } finally {
             read.abort();
         }
+    }
+
+    @Override
+    public scala.collection.Iterator<UnsafeRow> multiGet(UnsafeRow[] keys, String colFamilyName) {
+        if (state != State.COMMITTED) {
+            return super.multiGet(keys, colFamilyName);
+        }
+        java.util.List<UnsafeRow> out = new java.util.ArrayList<>(keys.length);
+        for (UnsafeRow k : keys) {
+            out.add(get(k, colFamilyName));
+        }
+        return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
     }
 
     @Override
@@ -162,6 +202,7 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
             numKeys = s[0];
             memory = s[1];
         }
+        metrics.cacheBytes.set(provider.viewBytes());
         return new StateStoreMetrics(numKeys, memory, metrics.toScala(), StoreMetrics.noInstanceMetrics());
     }
 

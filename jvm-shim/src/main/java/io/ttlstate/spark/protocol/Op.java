@@ -4,7 +4,7 @@ package io.ttlstate.spark.protocol;
 public final class Op {
     private Op() {}
 
-    public static final int PROTOCOL_VERSION = 3;
+    public static final int PROTOCOL_VERSION = 4;
     /** Largest frame body either side accepts. */
     public static final int MAX_FRAME = 64 * 1024 * 1024;
 
@@ -32,6 +32,16 @@ public final class Op {
 
     public static final int RECORD_PUT = 1;
     public static final int RECORD_REMOVE = 2;
+    /** {@code u32 n}: reads the JVM answered itself, counted by the worker's TTL cleanup. */
+    public static final int RECORD_ACCESS = 3;
+    /** Writes of a store without TTL whose key the JVM knows is absent from / present in the committed version. */
+    public static final int RECORD_PUT_NEW = 4;
+    public static final int RECORD_PUT_OVER = 5;
+    public static final int RECORD_REMOVE_PRESENT = 6;
+
+    /** ITER_OPEN modes: chunks of pairs, or of pairs each followed by {@code i64 expiresAt}. */
+    public static final int ITER_PAIRS = 0;
+    public static final int ITER_PAIRS_WITH_EXPIRY = 1;
 
     private static final String[] NAMES = {
         null, "HELLO", "OPEN", "LOAD", "BEGIN", "WRITE_BATCH", "GET", "MULTI_GET", "ITER_OPEN",

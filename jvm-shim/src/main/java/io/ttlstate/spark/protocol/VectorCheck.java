@@ -114,12 +114,15 @@ public final class VectorCheck {
                     int kind = r.u8();
                     List<Object> rec = new ArrayList<>();
                     rec.add((long) kind);
-                    if (kind == Op.RECORD_PUT) {
+                    if (kind == Op.RECORD_PUT || kind == Op.RECORD_PUT_NEW || kind == Op.RECORD_PUT_OVER) {
                         rec.add(hex(r.bytes()));
                         rec.add(hex(r.bytes()));
-                    } else if (kind == Op.RECORD_REMOVE) {
+                    } else if (kind == Op.RECORD_REMOVE || kind == Op.RECORD_REMOVE_PRESENT) {
                         rec.add(hex(r.bytes()));
                         rec.add(null);
+                    } else if (kind == Op.RECORD_ACCESS) {
+                        rec.add(null);
+                        rec.add(r.u32());
                     } else {
                         throw new ProtocolException("unknown write record kind " + kind);
                     }
@@ -139,10 +142,16 @@ public final class VectorCheck {
                 f.put("keys", keys);
                 break;
             }
-            case Op.ITER_OPEN:
+            case Op.ITER_OPEN: {
                 f.put("prefix", hex(r.bytes()));
                 f.put("maxEntries", r.u32());
+                int mode = r.u8();
+                if (mode != Op.ITER_PAIRS && mode != Op.ITER_PAIRS_WITH_EXPIRY) {
+                    throw new ProtocolException("unknown iterator mode " + mode);
+                }
+                f.put("mode", (long) mode);
                 break;
+            }
             case Op.ITER_NEXT:
                 f.put("maxEntries", r.u32());
                 break;

@@ -1,0 +1,71 @@
+package io.ttlstate.spark;
+
+import io.ttlstate.spark.protocol.FrameReader;
+import io.ttlstate.spark.protocol.FrameWriter;
+import io.ttlstate.spark.protocol.Op;
+
+/**
+ * After a load from the checkpoint, reads every visible entry of the loaded version once
+ * (one read transaction, ITER_OPEN with expiry times) to build the view's key filter and to
+ * warm its value cache while the cache has room.
+ */
+final class KeyScan {
+    private static final int CHUNK_ENTRIES = 8192;
+
+    private KeyScan() {}
+
+    /** Fills {@code view} for {@code version}; returns the entries read. */
+    static long fill(WorkerConnection conn, long storeHandle, long version, long batchTimestampMs, long numKeys,
+                     StoreSettings settings, StoreView view, StoreMetrics metrics) {
+        RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, true, batchTimestampMs, settings, null, metrics);
+        try {
+            KeyFilter filter = new KeyFilter(numKeys);
+            metrics.roundTrip();
+            FrameReader r = conn.call(FrameWriter.request(Op.ITER_OPEN, txn.handle()).bytes(new byte[0])
+                    .u32(CHUNK_ENTRIES).u8(Op.ITER_PAIRS_WITH_EXPIRY));
+            long iter = RemoteTxn.checked(r::u32);
+            long read = 0;
+            while (true) {
+                Chunk c = readChunk(r, filter, view, version);
+                read += c.entries;
+                if (c.last) {
+                    break;
+                }
+                metrics.roundTrip();
+                r = conn.call(FrameWriter.request(Op.ITER_NEXT, iter).u32(CHUNK_ENTRIES));
+            }
+            view.filterReady(version, filter);
+            return read;
+        } finally {
+            txn.abort();
+        }
+    }
+
+    private static final class Chunk {
+        final boolean last;
+        final int entries;
+
+        Chunk(boolean last, int entries) {
+            this.last = last;
+            this.entries = entries;
+        }
+    }
+
+    private static Chunk readChunk(FrameReader r, KeyFilter filter, StoreView view, long version) {
+        return RemoteTxn.checked(() -> {
+            boolean last = r.bool();
+            int n = r.count(16);
+            for (int i = 0; i < n; i++) {
+                byte[] key = r.bytes();
+                byte[] value = r.bytes();
+                long expiresAt = r.i64();
+                filter.add(key);
+                if (view.hasRoomFor(key.length + value.length + StoreView.ENTRY_OVERHEAD)) {
+                    view.remember(key, value, expiresAt, version);
+                }
+            }
+            r.end();
+            return new Chunk(last, n);
+        });
+    }
+}

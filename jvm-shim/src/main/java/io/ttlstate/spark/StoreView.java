@@ -1,0 +1,235 @@
+package io.ttlstate.spark;
+
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * What the JVM knows of the committed version the worker's database holds, so that reads
+ * need no round trip: a bounded LRU cache of values it read or wrote, and a Bloom filter of
+ * the keys that version may hold ({@link KeyFilter}).
+ *
+ * <p>Valid for exactly one version: a transaction consults it only at that version, a commit
+ * through this provider moves it to the new version (with the transaction's writes), and a
+ * load or a failed commit resets it. The worker itself deletes only expired entries (cleanup
+ * on read, incremental cleanup, compaction filter, full-snapshot purge), and every cached
+ * value carries its expiry time, so a cached value is never served after it expired.
+ *
+ * <p>All caches of the JVM share one budget ({@code cache.maxBytes}): each evicts its least
+ * recently used values while it holds more than its share (the budget divided by the open
+ * caches). Thread-safe.
+ */
+final class StoreView {
+    /** Expiry time of a value without TTL. */
+    static final long NEVER = Long.MAX_VALUE;
+    /** Heap bytes of one cached entry besides its key and value bytes (node, arrays, map slot). */
+    static final int ENTRY_OVERHEAD = 96;
+    /** The answer "the filter says this version does not hold the key". */
+    static final Cached ABSENT = new Cached(new byte[0], new byte[0], 0);
+
+    private static final Set<StoreView> OPEN = ConcurrentHashMap.newKeySet();
+    private static final AtomicLong TOTAL_BYTES = new AtomicLong();
+
+    private final long budgetBytes;
+    private final boolean useFilter;
+    private final LinkedHashMap<KeyBytes, Cached> values = new LinkedHashMap<>(256, 0.75f, true);
+    private long version = -1;
+    private long bytes;
+    /** Keys the version may hold; null while unknown (after a load, until {@link #filterReady}). */
+    private KeyFilter filter;
+    private boolean closed;
+
+    /** A view with {@code budgetBytes} for the whole JVM (0: no cache) and, if asked, a filter. */
+    StoreView(long budgetBytes, boolean useFilter) {
+        this.budgetBytes = Math.max(0, budgetBytes);
+        this.useFilter = useFilter;
+        OPEN.add(this);
+    }
+
+    /** A cached value (also the map's key: equal by key bytes) with its expiry time. */
+    static final class Cached extends KeyBytes {
+        final byte[] value;
+        final long expiresAt;
+
+        Cached(byte[] key, byte[] value, long expiresAt) {
+            super(key);
+            this.value = value;
+            this.expiresAt = expiresAt;
+        }
+
+        long bytes() {
+            return bytes.length + value.length + ENTRY_OVERHEAD;
+        }
+    }
+
+    /** {@code expiresAt} of a value written at {@code now} under a TTL of {@code ttlMs} (0: none); saturating. */
+    static long expiryOfWrite(long now, long ttlMs) {
+        if (ttlMs <= 0) {
+            return NEVER;
+        }
+        return now > NEVER - ttlMs ? NEVER : now + ttlMs;
+    }
+
+    /**
+     * What the view knows of {@code key} at {@code version} and time {@code now}: a live cached
+     * value, {@link #ABSENT} if the filter rules the key out, or null (ask the worker).
+     */
+    synchronized Cached lookup(byte[] key, long atVersion, long now) {
+        if (atVersion != version || closed) {
+            return null;
+        }
+        if (!values.isEmpty()) {
+            Cached c = values.get(new KeyBytes(key));
+            if (c != null) {
+                if (c.expiresAt > now) {
+                    return c;
+                }
+                remove(c); // expired: the worker decides (it cleans it up)
+            }
+        }
+        if (filter != null && !filter.mightContain(key)) {
+            return ABSENT;
+        }
+        return null;
+    }
+
+    /** What the view knows of whether a key is stored. */
+    enum Presence { PRESENT, ABSENT, UNKNOWN }
+
+    /** Whether {@code key} is stored at {@code version} (expired or not), as far as the view knows. */
+    synchronized Presence presence(byte[] key, long atVersion) {
+        if (atVersion != version || closed) {
+            return Presence.UNKNOWN;
+        }
+        if (!values.isEmpty() && values.containsKey(new KeyBytes(key))) {
+            return Presence.PRESENT;
+        }
+        if (filter != null && !filter.mightContain(key)) {
+            return Presence.ABSENT;
+        }
+        return Presence.UNKNOWN;
+    }
+
+    /** Remembers a value the worker returned for a read at {@code version}. */
+    synchronized void remember(byte[] key, byte[] value, long expiresAt, long atVersion) {
+        if (atVersion == version && !closed) {
+            insert(new Cached(key, value, expiresAt));
+        }
+    }
+
+    /**
+     * The version moved from {@code fromVersion} to {@code newVersion} by a commit of
+     * {@code writes} (key to value; {@code removed} marks a removed key) made at expiry time
+     * {@code expiresAt}; any other starting point forgets everything.
+     */
+    synchronized void committed(long fromVersion, long newVersion, Map<KeyBytes, byte[]> writes,
+                                byte[] removed, long expiresAt) {
+        if (fromVersion != version || closed) {
+            reset(-1, -1);
+            return;
+        }
+        for (Map.Entry<KeyBytes, byte[]> w : writes.entrySet()) {
+            byte[] key = w.getKey().bytes;
+            if (w.getValue() == removed) {
+                Cached old = values.remove(w.getKey());
+                if (old != null) {
+                    bytes -= old.bytes();
+                    TOTAL_BYTES.addAndGet(-old.bytes());
+                }
+            } else {
+                insert(new Cached(key, w.getValue(), expiresAt));
+                if (filter != null) {
+                    filter.add(key);
+                }
+            }
+        }
+        version = newVersion;
+    }
+
+    /**
+     * The worker's database now holds {@code newVersion} with {@code numKeys} entries (-1 for
+     * any failure): values are forgotten; the filter is empty and valid for an empty version,
+     * else unknown until {@link #filterReady}.
+     */
+    synchronized void reset(long newVersion, long numKeys) {
+        clearValues();
+        version = newVersion;
+        filter = useFilter && newVersion >= 0 && numKeys == 0 ? new KeyFilter(0) : null;
+    }
+
+    /** Whether {@link #reset} left the filter unknown, so the provider should scan the keys. */
+    synchronized boolean wantsKeyScan(long atVersion) {
+        return useFilter && !closed && atVersion == version && filter == null;
+    }
+
+    /** A filter of every key of {@code version} (from a scan), and values to warm the cache with. */
+    synchronized void filterReady(long atVersion, KeyFilter scanned) {
+        if (atVersion == version && !closed) {
+            filter = scanned;
+        }
+    }
+
+    /** Whether a scan may still add values without evicting any (warm-up stops there). */
+    synchronized boolean hasRoomFor(long entryBytes) {
+        return bytes + entryBytes <= share();
+    }
+
+    synchronized void close() {
+        clearValues();
+        filter = null;
+        version = -1;
+        closed = true;
+        OPEN.remove(this);
+    }
+
+    /** Bytes held by all caches of this JVM. */
+    static long totalBytes() {
+        return TOTAL_BYTES.get();
+    }
+
+    synchronized long bytes() {
+        return bytes;
+    }
+
+    synchronized long filterBytes() {
+        return filter == null ? 0 : filter.bytes();
+    }
+
+    private long share() {
+        return budgetBytes / Math.max(1, OPEN.size());
+    }
+
+    private void insert(Cached c) {
+        if (budgetBytes == 0) {
+            return;
+        }
+        Cached old = values.put(c, c);
+        long delta = c.bytes() - (old == null ? 0 : old.bytes());
+        bytes += delta;
+        TOTAL_BYTES.addAndGet(delta);
+        long share = share();
+        Iterator<Cached> eldest = values.values().iterator();
+        while (bytes > share && eldest.hasNext()) {
+            Cached e = eldest.next();
+            eldest.remove();
+            bytes -= e.bytes();
+            TOTAL_BYTES.addAndGet(-e.bytes());
+        }
+    }
+
+    private void remove(Cached c) {
+        if (values.remove(c) != null) {
+            bytes -= c.bytes();
+            TOTAL_BYTES.addAndGet(-c.bytes());
+        }
+    }
+
+    private void clearValues() {
+        TOTAL_BYTES.addAndGet(-bytes);
+        bytes = 0;
+        values.clear();
+    }
+}
