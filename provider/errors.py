@@ -38,6 +38,12 @@ class VersionMismatchError(TtlStateError):
     error_class = "TTLSTATE_VERSION_MISMATCH"
 
 
+class StoreBusyError(TtlStateError):
+    """A request that needs the committed version while a transaction writes into the
+    store's database (docs/DESIGN.md 40)."""
+    error_class = "TTLSTATE_STORE_BUSY"
+
+
 class CorruptFileError(TtlStateError):
     """A state file (changelog, manifest, SST) that cannot be read; names the file and the
     version (when known)."""

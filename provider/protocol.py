@@ -56,6 +56,10 @@ RECORD_REMOVE_PRESENT = 6
 _PUTS = frozenset((RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER))
 _REMOVES = frozenset((RECORD_REMOVE, RECORD_REMOVE_PRESENT))
 
+BEGIN_WRITE = 0  # BEGIN modes: a write transaction that writes a changelog,
+BEGIN_READ_ONLY = 1  # a read-only transaction,
+BEGIN_WRITE_NO_CHANGELOG = 2  # a write transaction without changelog (checkpoint.mode=snapshot)
+
 ITER_PAIRS = 0  # ITER_OPEN modes: chunks of pairs,
 ITER_PAIRS_WITH_EXPIRY = 1  # or of pairs each followed by i64 expiresAt
 
@@ -246,7 +250,7 @@ def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
         f = {"version": r.i64(), "batchTimestampMs": r.i64(), "manifestVersion": r.i64(),
              "manifestPath": r.str(), "ssts": read_ssts(r), "changelogs": read_changelogs(r)}
     elif op == BEGIN:
-        f = {"version": r.i64(), "readOnly": r.bool(), "batchTimestampMs": r.i64()}
+        f = {"version": r.i64(), "mode": read_begin_mode(r), "batchTimestampMs": r.i64()}
     elif op == WRITE_BATCH:
         f = {"records": list(read_records(r))}
     elif op == GET:
@@ -279,6 +283,14 @@ def read_changelogs(r: Reader) -> list[tuple[int, str]]:
     return [(r.i64(), r.str()) for _ in range(r.count(12))]
 
 
+def read_begin_mode(r: Reader) -> int:
+    """The `u8 mode` of a BEGIN payload."""
+    mode = r.u8()
+    if mode not in (BEGIN_WRITE, BEGIN_READ_ONLY, BEGIN_WRITE_NO_CHANGELOG):
+        raise ProtocolError(f"unknown transaction mode {mode}")
+    return mode
+
+
 def read_iter_mode(r: Reader) -> int:
     """The `u8 mode` of an ITER_OPEN payload."""
     mode = r.u8()
@@ -292,7 +304,9 @@ def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | None]
     is (RECORD_ACCESS, None, count).
 
     The hot path of every write: one tight loop over the buffer instead of Reader calls,
-    with the same checks (and errors) as `Reader`.
+    with the same checks (and errors) as `Reader`. Keyed records have the layout of a
+    changelog's records (`ttlstate.statefile`), so a frame without access records can be
+    copied into a changelog as it is (`encoded_records`).
     """
     n = r.count(5)
     buf, pos, end = r.buf, r.pos, len(r.buf)
@@ -329,6 +343,15 @@ def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | None]
         pos = value_end
     r.pos = pos
     return out
+
+
+def encoded_records(body: bytes, records: list) -> bytes | None:
+    """The bytes of a WRITE_BATCH body's records (everything after its count), if they are
+    all keyed records (no ACCESS record); else None."""
+    for kind, _, _ in records:
+        if kind == RECORD_ACCESS:
+            return None
+    return body[_HEADER.size + 4:]
 
 
 def decode_response(body: bytes | memoryview) -> tuple[int, Reader]:

@@ -1,19 +1,23 @@
 """Changelog files: one zstd frame of records with a count and a CRC32.
 
-Layout (docs/PROTOCOL.md, "State files"): a zstd frame of
-    magic "TTLSTAT2", u8 kind, i64 version,
-    u8 valueLayout, i64 batchTimestampMs, bytes cleanupCursor   (`FileMeta`),
+Layout (docs/PROTOCOL.md, "State files"), format 3: a zstd frame of
+    magic "TTLSTAT3", u8 kind, i64 version, u8 valueLayout,
     records (u8 1 put, bytes key, bytes value | u8 2 remove, bytes key),
-    u8 0, u64 recordCount, u32 crc32 of every byte before it,
+    u8 0, u64 recordCount, i64 batchTimestampMs, cleanupCursor, u32 cursorLength,
+    u32 crc32 of every byte before it,
 followed by u32 crc32 of the compressed frame, so any damaged byte is detected, even one
-that would still decompress to the same content. Snapshots are manifests plus SST files
-(`ttlstate.manifest`); kind 1 (the full-dump snapshot of format 2) is no longer written.
+that would still decompress to the same content. The TTL clock of the version and the
+cursor (where the incremental TTL cleanup goes on) come last because they are known only at
+commit: a `ChangelogWriter` streams a transaction's records into the file while it runs. Format 2 (magic
+"TTLSTAT2", the cursor after the batch timestamp) is still read. Snapshots are manifests
+plus SST files (`ttlstate.manifest`); kind 1 (the full-dump snapshot) is no longer written.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import struct
 import zlib
 from typing import Iterable, Iterator
@@ -21,14 +25,21 @@ from typing import Iterable, Iterator
 import zstandard
 
 from .errors import CorruptFileError
-from .protocol import FILE_CHANGELOG, RECORD_PUT, RECORD_REMOVE
+from .protocol import (FILE_CHANGELOG, RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER, RECORD_REMOVE,
+                       RECORD_REMOVE_PRESENT)
 
-MAGIC = b"TTLSTAT2"
+MAGIC = b"TTLSTAT3"
+MAGIC_2 = b"TTLSTAT2"
 _HEAD = struct.Struct("<8sBq")
-_META = struct.Struct("<BqI")  # valueLayout, batchTimestampMs, cursor length (cursor follows)
+_META = struct.Struct("<B")  # valueLayout
+_META_2 = struct.Struct("<BqI")  # format 2: valueLayout, batchTimestampMs, cursor length (cursor follows)
 _LEN = struct.Struct("<I")
 _EMIT_BYTES = 1 << 20  # records are compressed and checksummed in pieces of about this size
-_TAIL = struct.Struct("<BQI")
+_COUNT = struct.Struct("<BQq")  # the end marker 0, the record count, batchTimestampMs
+_TAIL_2 = struct.Struct("<BQI")
+# Record kinds: put and remove, and the WRITE_BATCH kinds copied from the wire as they are
+_PUT_KINDS = frozenset((RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER))
+_REMOVE_KINDS = frozenset((RECORD_REMOVE, RECORD_REMOVE_PRESENT))
 KIND_NAMES = {1: "full-dump snapshot (no longer supported)", FILE_CHANGELOG: "changelog"}
 
 LAYOUT_PLAIN = 0  # values as Spark wrote them
@@ -45,48 +56,94 @@ class FileMeta:
     cursor: bytes = b""  # where the incremental TTL cleanup goes on
 
 
+class ChangelogWriter:
+    """Streams the changelog of `version` to `<path>.tmp` while its transaction runs: records
+    are added as they are written, and `finish` adds the cursor, checksums and renames the
+    file, so a reader never sees half a file. Records may repeat a key (the last one wins).
+    """
+
+    def __init__(self, path_tmp: str, kind: int, version: int, layout: int, level: int = 3):
+        self.tmp = path_tmp
+        self.version = version
+        self.count = 0
+        self.crc = 0
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._raw = open(path_tmp, "wb")
+        try:
+            self._sink = _CrcSink(self._raw)
+            self._out = zstandard.ZstdCompressor(level=level).stream_writer(self._sink, closefd=False)
+            self._emit(_HEAD.pack(MAGIC, kind, version) + _META.pack(layout))
+        except BaseException:
+            self._raw.close()
+            raise
+
+    def _emit(self, b: bytes):
+        self.crc = zlib.crc32(b, self.crc)
+        self._out.write(b)
+
+    def add(self, key: bytes, value: bytes | None):
+        if value is None:
+            part = b"\x02" + _LEN.pack(len(key)) + key
+        else:
+            part = b"\x01" + _LEN.pack(len(key)) + key + _LEN.pack(len(value)) + value
+        self._parts.append(part)
+        self._size += len(part)
+        self.count += 1
+        if self._size >= _EMIT_BYTES:  # one CRC and one compressor call per piece
+            self._emit(b"".join(self._parts))
+            self._parts, self._size = [], 0
+
+    def add_encoded(self, records: bytes, count: int):
+        """Adds `count` records already encoded as this file encodes them (a WRITE_BATCH's
+        keyed records: put kinds 1, 4, 5 and remove kinds 2, 6, which the reader accepts)."""
+        self._parts.append(records)
+        self._size += len(records)
+        self.count += count
+        if self._size >= _EMIT_BYTES:
+            self._emit(b"".join(self._parts))
+            self._parts, self._size = [], 0
+
+    def finish(self, path: str, batch_ts: int = -1, cursor: bytes = b"") -> int:
+        """Ends the file with the version's TTL clock and cleanup cursor and the checksums, and
+        moves it to `path`; returns its size."""
+        if self._parts:
+            self._emit(b"".join(self._parts))
+            self._parts = []
+        tail = _COUNT.pack(0, self.count, batch_ts) + cursor + _LEN.pack(len(cursor))
+        self.crc = zlib.crc32(tail, self.crc)
+        self._out.write(tail + _LEN.pack(self.crc))
+        self._out.close()
+        self._raw.write(_LEN.pack(self._sink.crc))
+        self._raw.close()
+        shutil.move(self.tmp, path)  # a rename on one file system
+        return os.path.getsize(path)
+
+    def discard(self):
+        """Drops the file (the transaction aborted, or wrote no changelog)."""
+        try:
+            self._out.close()
+        except zstandard.ZstdError:
+            pass
+        self._raw.close()
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
+
+
 def write(path: str, kind: int, version: int, records: Iterable[tuple[bytes, bytes | None]],
           meta: FileMeta = FileMeta(), level: int = 3) -> int:
     """Write a file of `kind` (FILE_CHANGELOG) and `version`: `records` are (key, value),
-    or (key, None) for a remove. Returns the file size.
-
-    The file is written to `path` + ".tmp" and renamed, so a reader never sees half a file.
-    """
-    crc = 0
-    count = 0
-    tmp = path + ".tmp"
-    cctx = zstandard.ZstdCompressor(level=level)
-    with open(tmp, "wb") as raw:
-        sink = _CrcSink(raw)
-        with cctx.stream_writer(sink, closefd=False) as out:
-            def emit(b: bytes):
-                nonlocal crc
-                crc = zlib.crc32(b, crc)
-                out.write(b)
-            emit(_HEAD.pack(MAGIC, kind, version))
-            emit(_META.pack(meta.layout, meta.batch_ts, len(meta.cursor)) + meta.cursor)
-            pack_len = _LEN.pack
-            parts: list[bytes] = []  # one CRC and one compressor call per _EMIT_BYTES
-            size = 0
-            for key, value in records:
-                if value is None:
-                    part = b"\x02" + pack_len(len(key)) + key
-                else:
-                    part = b"\x01" + pack_len(len(key)) + key + pack_len(len(value)) + value
-                parts.append(part)
-                size += len(part)
-                count += 1
-                if size >= _EMIT_BYTES:
-                    emit(b"".join(parts))
-                    parts, size = [], 0
-            if parts:
-                emit(b"".join(parts))
-            tail_head = struct.pack("<BQ", 0, count)
-            crc = zlib.crc32(tail_head, crc)
-            out.write(tail_head + _LEN.pack(crc))
-        raw.write(_LEN.pack(sink.crc))
-    os.replace(tmp, path)
-    return os.path.getsize(path)
+    or (key, None) for a remove. Returns the file size."""
+    w = ChangelogWriter(path + ".tmp", kind, version, meta.layout, level)
+    try:
+        for key, value in records:
+            w.add(key, value)
+        return w.finish(path, meta.batch_ts, meta.cursor)
+    except BaseException:
+        w.discard()
+        raise
 
 
 class _CrcSink:
@@ -121,10 +178,10 @@ def read(path: str, kind: int, version: int) -> tuple[FileMeta, Iterator[tuple[b
         data = zstandard.ZstdDecompressor().stream_reader(memoryview(raw)[:-4]).read()
     except zstandard.ZstdError as e:
         raise CorruptFileError(path, version, f"not a valid zstd stream ({e})") from None
-    if len(data) < _HEAD.size + _TAIL.size:
+    if len(data) < _HEAD.size:
         raise CorruptFileError(path, version, f"truncated ({len(data)} bytes after decompression)")
     magic, fkind, fversion = _HEAD.unpack_from(data, 0)
-    if magic != MAGIC:
+    if magic not in (MAGIC, MAGIC_2):
         what = ("a state file of an older ttlstate format" if magic.startswith(b"TTLSTAT")
                 else "not a ttlstate state file")
         raise CorruptFileError(path, version, f"bad magic ({what})")
@@ -133,19 +190,47 @@ def read(path: str, kind: int, version: int) -> tuple[FileMeta, Iterator[tuple[b
             path, version,
             f"holds a {KIND_NAMES.get(fkind, f'file of kind {fkind}')} of version {fversion}, "
             f"expected a {KIND_NAMES.get(kind, kind)} of version {version}")
-    body_end = len(data) - _TAIL.size
-    marker, count, crc = _TAIL.unpack_from(data, body_end)
-    if marker != 0 or zlib.crc32(memoryview(data)[:body_end + 9]) != crc:
-        raise CorruptFileError(path, version, "checksum mismatch")
     try:
-        layout, batch_ts, cursor_len = _META.unpack_from(data, _HEAD.size)
-    except struct.error:
-        raise CorruptFileError(path, version, "truncated header") from None
-    pos = _HEAD.size + _META.size + cursor_len
-    if layout not in LAYOUT_NAMES or pos > body_end:
-        raise CorruptFileError(path, version, f"bad header (value layout {layout})")
-    meta = FileMeta(layout, batch_ts, bytes(data[_HEAD.size + _META.size:pos]))
+        if magic == MAGIC:
+            meta, pos, body_end, count = _frame_3(data)
+        else:
+            meta, pos, body_end, count = _frame_2(data)
+    except (struct.error, ValueError) as e:
+        raise CorruptFileError(path, version, str(e) or "truncated") from None
+    if meta.layout not in LAYOUT_NAMES or pos > body_end:
+        raise CorruptFileError(path, version, f"bad header (value layout {meta.layout})")
     return meta, _records(path, version, data, pos, body_end, count)
+
+
+def _frame_3(data) -> tuple[FileMeta, int, int, int]:
+    """(meta, first record, end of records, record count) of a format-3 body, CRC checked."""
+    end = len(data) - 4
+    (crc,) = _LEN.unpack_from(data, end)
+    if zlib.crc32(memoryview(data)[:end]) != crc:
+        raise ValueError("checksum mismatch")
+    (cursor_len,) = _LEN.unpack_from(data, end - 4)
+    cursor_at = end - 4 - cursor_len
+    body_end = cursor_at - _COUNT.size
+    if body_end < _HEAD.size + _META.size:
+        raise ValueError("truncated")
+    marker, count, batch_ts = _COUNT.unpack_from(data, body_end)
+    if marker != 0:
+        raise ValueError("checksum mismatch")
+    (layout,) = _META.unpack_from(data, _HEAD.size)
+    return FileMeta(layout, batch_ts, bytes(data[cursor_at:end - 4])), _HEAD.size + _META.size, body_end, count
+
+
+def _frame_2(data) -> tuple[FileMeta, int, int, int]:
+    """The same for format 2 (the cursor after the batch timestamp)."""
+    if len(data) < _HEAD.size + _TAIL_2.size:
+        raise ValueError(f"truncated ({len(data)} bytes after decompression)")
+    body_end = len(data) - _TAIL_2.size
+    marker, count, crc = _TAIL_2.unpack_from(data, body_end)
+    if marker != 0 or zlib.crc32(memoryview(data)[:body_end + 9]) != crc:
+        raise ValueError("checksum mismatch")
+    layout, batch_ts, cursor_len = _META_2.unpack_from(data, _HEAD.size)
+    pos = _HEAD.size + _META_2.size + cursor_len
+    return FileMeta(layout, batch_ts, bytes(data[_HEAD.size + _META_2.size:pos])), pos, body_end, count
 
 
 def _records(path, version, data, pos, body_end, count):
@@ -157,12 +242,12 @@ def _records(path, version, data, pos, body_end, count):
             (klen,) = unpack_len(data, pos + 1)
             key = data[pos + 5:pos + 5 + klen]
             pos += 5 + klen
-            if rkind == RECORD_PUT:
+            if rkind in _PUT_KINDS:
                 (vlen,) = unpack_len(data, pos)
                 value = data[pos + 4:pos + 4 + vlen]
                 pos += 4 + vlen
                 yield key, value
-            elif rkind == RECORD_REMOVE:
+            elif rkind in _REMOVE_KINDS:
                 yield key, None
             else:
                 raise CorruptFileError(path, version, f"unknown record kind {rkind}")

@@ -30,9 +30,10 @@ from typing import Iterator
 from rocksdict import AccessType, BottommostLevelCompaction, Checkpoint, CompactOptions, Options, Rdict, WriteBatch
 
 from . import manifest, rocksdb_options, statefile
-from .errors import CorruptFileError, StorageError, TtlStateError, VersionMismatchError
+from .errors import CorruptFileError, StorageError, StoreBusyError, TtlStateError, VersionMismatchError
 from .manifest import Manifest, SstFile
-from .protocol import FILE_CHANGELOG
+from .protocol import (FILE_CHANGELOG, RECORD_ACCESS, RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER, RECORD_REMOVE,
+                       RECORD_REMOVE_PRESENT)
 from .statefile import LAYOUT_PLAIN, LAYOUT_TTL, FileMeta
 from .ttl import MAX_TS, TtlTimeProvider, WallClock, expiration_ts, expired
 from .ttl import codec
@@ -100,6 +101,8 @@ class Store:
         self.migrated = False  # the loaded files had another value layout or database kind
         self.ssts: dict[str, SstFile] = {}  # RocksDB file name -> its checkpoint name, if named
         self.txns: set[Txn] = set()
+        self.writer: Txn | None = None  # the transaction writing into the database, if any
+        self._txn_ids = itertools.count(1)
         self.dropped_seen = 0  # compaction-filter drops counted so far
         self.dropped_unreported = 0
         self.last_compaction = self.clock.current_timestamp()
@@ -278,15 +281,30 @@ class Store:
         self.num_keys += delta
         self.batch_ts, self.cursor = meta.batch_ts, meta.cursor
 
-    def begin(self, version: int, read_only: bool, batch_ts: int = -1) -> "Txn":
+    def begin(self, version: int, read_only: bool, batch_ts: int = -1, changelog: bool = True) -> "Txn":
+        """A transaction on the committed `version`. A write transaction begun while no other
+        is open writes straight into the database (and streams its changelog unless
+        `changelog` is false); otherwise it keeps its writes in an overlay (DESIGN 40)."""
+        if self.writer is not None:
+            raise StoreBusyError(
+                f"{self.store_id}: a transaction is writing version {self.version + 1}; commit or "
+                "abort it first")
         if self.version < 0:  # a failed load: no version until a load succeeds (not even "-1")
             raise VersionMismatchError(
-                f"{self.store_id}: store is at no version (its last load failed), asked for {version}")
+                f"{self.store_id}: store is at no version (its last load failed or a transaction "
+                f"that wrote into it aborted), asked for {version}")
         if version != self.version:
             raise VersionMismatchError(
                 f"{self.store_id}: store is at version {self.version}, asked for {version}")
-        txn = Txn(self, read_only, batch_ts)
+        direct = not read_only and not self.txns
+        log = None
+        if direct and changelog:
+            log = statefile.ChangelogWriter(os.path.join(self.local_dir, f"txn-{next(self._txn_ids)}.changelog.tmp"),
+                                            FILE_CHANGELOG, version + 1, self.layout)
+        txn = Txn(self, read_only, batch_ts, log, direct)
         self.txns.add(txn)
+        if direct:
+            self.writer = txn
         return txn
 
     @engine_errors
@@ -299,21 +317,31 @@ class Store:
                 f"store is at {self.version}")
         txn.finish_cleanup()
         now = txn.now()
-        overlay = txn.overlay
-        for other in self.txns:
-            if other is not txn:
-                other.preserve(overlay.keys())
         size = 0
-        if changelog_path:
-            size = statefile.write(changelog_path, FILE_CHANGELOG, new_version, overlay.items(),
-                                   FileMeta(self.layout, now, txn.cursor))
-        batch = WriteBatch(raw_mode=True)
-        for key, value in overlay.items():
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
-        self.db.write(batch)
+        if txn.direct:  # the writes are in the database already, the changelog nearly written
+            if new_version != txn.store_version + 1:
+                raise VersionMismatchError(f"{self.store_id}: a transaction of version {txn.store_version} "
+                                           f"cannot commit version {new_version}")
+            if changelog_path and txn.changelog is None:
+                raise TtlStateError(f"{self.store_id}: the transaction was begun without a changelog")
+            if changelog_path:
+                size = txn.changelog.finish(changelog_path, now, txn.cursor)
+                txn.changelog = None
+        else:
+            overlay = txn.overlay
+            for other in self.txns:
+                if other is not txn:
+                    other.preserve(overlay.keys())
+            if changelog_path:
+                size = statefile.write(changelog_path, FILE_CHANGELOG, new_version, overlay.items(),
+                                       FileMeta(self.layout, now, txn.cursor))
+            batch = WriteBatch(raw_mode=True)
+            for key, value in overlay.items():
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+            self.db.write(batch)
         purged, purged_hist = txn.purged_written()
         self.num_keys += txn.key_delta + purged
         self.hist.merge(txn.hist_delta)
@@ -321,6 +349,7 @@ class Store:
         self.version = new_version
         self.batch_ts, self.cursor = now, txn.cursor
         self._count_compaction_drops()
+        txn.committed = True
         txn.end()
         return self.visible_keys(now), size
 
@@ -398,6 +427,9 @@ class Store:
         """
         if self.version < 0:
             raise TtlStateError(f"{self.store_id}: no version to snapshot (the last load failed)")
+        if self.writer is not None:
+            raise StoreBusyError(f"{self.store_id}: no snapshot of version {self.version} while a "
+                                 "transaction writes into the database (the next maintenance retries)")
         if self.ttl_ms and self.ttl.full_snapshot:
             self._purge_expired()
         os.makedirs(directory)
@@ -538,7 +570,12 @@ def _without_write_time(key: bytes, value: bytes) -> bytes:
 
 
 class Txn:
-    """An uncommitted version: an overlay over the committed version it began at.
+    """An uncommitted version over the committed version it began at.
+
+    A *direct* transaction (a write transaction begun while no other was open) writes
+    straight into the database and streams its changelog as it goes; commit only ends the
+    changelog, and an abort leaves the store at no version (the JVM reloads it). Other
+    write transactions keep an overlay, applied at commit.
 
     rocksdict 0.3.29 snapshots honour `get` but not iteration, so versions are kept apart
     by hand: when another transaction of the store commits, this one receives the
@@ -549,10 +586,14 @@ class Txn:
     the store has a TTL); `get`, `put` and `iterate` speak the caller's values.
     """
 
-    def __init__(self, store: Store, read_only: bool, batch_ts: int = -1):
+    def __init__(self, store: Store, read_only: bool, batch_ts: int = -1,
+                 changelog: statefile.ChangelogWriter | None = None, direct: bool = False):
         self.store = store
         self.store_version = store.version
         self.read_only = read_only
+        self.direct = direct
+        self.changelog = changelog  # direct: the changelog being written (None: none wanted)
+        self.committed = False
         self.overlay: dict[bytes, bytes | None] = {}
         self.shadow: dict[bytes, bytes | None] = {}
         self.purged: set[bytes] = set()  # shadow keys the full-snapshot cleanup deleted
@@ -584,10 +625,18 @@ class Txn:
     def end(self):
         if self.open:
             self.open = False
-            self.store.txns.discard(self)
+            store = self.store
+            store.txns.discard(self)
             self.overlay = {}
             self.shadow = {}
             self.purged = set()
+            if self.direct:
+                store.writer = None
+                if self.changelog is not None:
+                    self.changelog.discard()
+                    self.changelog = None
+                if not self.committed:  # its writes are in the database: no version until a LOAD
+                    store.version = -1
 
     def preserve(self, keys, purged: bool = False):
         """Record the current values of `keys` before another transaction overwrites them
@@ -654,23 +703,81 @@ class Txn:
             expires_at = expiration_ts(now, self.ttl_ms)
         return value, expires_at
 
+    def apply(self, records, encoded: bytes | None = None):
+        """Apply a WRITE_BATCH's records (`protocol.read_records`); `encoded` is their bytes
+        when they are all keyed records (`protocol.encoded_records`). A transaction without
+        TTL that writes into the database copies those bytes into its changelog as they are
+        (its stored values are the callers' values)."""
+        if self.direct and not self.ttl_ms and encoded is not None:
+            db = self.store.db
+            delta = 0
+            for kind, key, value in records:
+                if kind == RECORD_PUT_NEW:
+                    delta += 1
+                    db[key] = value
+                elif kind == RECORD_PUT_OVER:
+                    db[key] = value
+                elif kind == RECORD_REMOVE_PRESENT:
+                    delta -= 1
+                    del db[key]
+                elif kind == RECORD_PUT:
+                    delta += db.get(key) is None
+                    db[key] = value
+                elif db.get(key) is not None:  # RECORD_REMOVE
+                    delta -= 1
+                    del db[key]
+            self.key_delta += delta
+            if self.changelog is not None:
+                self.changelog.add_encoded(encoded, len(records))
+            return
+        for kind, key, value in records:
+            if kind == RECORD_PUT:
+                self.put(key, value)
+            elif kind == RECORD_REMOVE:
+                self.remove(key)
+            elif kind == RECORD_ACCESS:
+                self.accessed(value)
+            elif kind == RECORD_REMOVE_PRESENT:
+                self.remove(key, present=True)
+            else:
+                self.put(key, value, present=kind == RECORD_PUT_OVER)
+
     def put(self, key: bytes, value: bytes, present: bool | None = None):
         """Write `value`; `present` (stores without TTL only) says whether the key is in the
         committed version, when the JVM knows it, so the key count needs no lookup."""
         if not self.ttl_ms:
-            overlay = self.overlay
-            if present is None or key in overlay:
+            if present is None:
+                self._put_stored(key, value)
+            elif self.direct:
+                self.key_delta += not present
+                self.store.db[key] = value
+                if self.changelog is not None:
+                    self.changelog.add(key, value)
+            elif key in self.overlay:
                 self._put_stored(key, value)
             else:
                 self.overlay_bytes += len(key) + len(value)
                 self.key_delta += not present
-                overlay[key] = value
+                self.overlay[key] = value
             return
         self._put_stored(key, codec.encode(self.now(), value))
         if self.cleans:
             self._accessed(1)
 
     def _put_stored(self, key: bytes, stored: bytes):
+        if self.direct:
+            db = self.store.db
+            old = db.get(key)
+            if old is None:
+                self.key_delta += 1
+            elif self.ttl_ms:
+                self.hist_delta.add(codec.timestamp(old), -1)
+            if self.ttl_ms:
+                self.hist_delta.add(codec.timestamp(stored))
+            db[key] = stored
+            if self.changelog is not None:
+                self.changelog.add(key, stored)
+            return
         old = self.overlay.get(key, _ABSENT)
         if old is _ABSENT:  # first write of this key in the transaction
             old = self._base_get(key)
@@ -689,6 +796,12 @@ class Txn:
     def remove(self, key: bytes, present: bool = False):
         """Remove `key`; `present` (stores without TTL only): the JVM knows it is in the
         committed version."""
+        if present and not self.ttl_ms and self.direct:
+            self.key_delta -= 1
+            del self.store.db[key]
+            if self.changelog is not None:
+                self.changelog.add(key, None)
+            return
         if present and not self.ttl_ms and key not in self.overlay:
             self.overlay_bytes += len(key)
             self.key_delta -= 1
@@ -699,6 +812,18 @@ class Txn:
             self._accessed(1)
 
     def _remove_stored(self, key: bytes):
+        if self.direct:
+            db = self.store.db
+            old = db.get(key)
+            if old is None:
+                return  # removing a missing key is a no-op
+            if self.ttl_ms:
+                self.hist_delta.add(codec.timestamp(old), -1)
+            self.key_delta -= 1
+            del db[key]
+            if self.changelog is not None:
+                self.changelog.add(key, None)
+            return
         old = self.overlay.get(key, _ABSENT)
         if old is _ABSENT:
             old = self._base_get(key)

@@ -115,12 +115,13 @@ class Worker:
                                      ssts, changelogs))
 
     def op_begin(self, h, r):
-        version, read_only, batch_ts = r.i64(), r.bool(), r.i64()
+        version, mode, batch_ts = r.i64(), p.read_begin_mode(r), r.i64()
         r.end()
-        txn = self._store(h).begin(version, read_only, batch_ts)
+        txn = self._store(h).begin(version, mode == p.BEGIN_READ_ONLY, batch_ts,
+                                   changelog=mode == p.BEGIN_WRITE)
         handle = self._new_handle()
         self.txns[handle] = txn
-        return p.ok().u32(handle)
+        return p.ok().u32(handle).u8(1 if txn.direct else 0)
 
     def apply_write_batch(self, h, r):
         """WRITE_BATCH has no reply: errors are kept on the transaction (PROTOCOL.md)."""
@@ -133,18 +134,7 @@ class Worker:
             txn.deferred_error = TtlStateError("write to a read-only transaction")
             return
         try:
-            put, remove = txn.put, txn.remove
-            for kind, key, value in records:
-                if kind == p.RECORD_PUT:
-                    put(key, value)
-                elif kind == p.RECORD_REMOVE:
-                    remove(key)
-                elif kind == p.RECORD_ACCESS:
-                    txn.accessed(value)
-                elif kind == p.RECORD_REMOVE_PRESENT:
-                    txn.remove(key, present=True)
-                else:
-                    txn.put(key, value, present=kind == p.RECORD_PUT_OVER)
+            txn.apply(records, p.encoded_records(r.buf, records))
         except TtlStateError as e:
             txn.deferred_error = e
         except Exception as e:  # noqa: BLE001 - surfaced on the next call

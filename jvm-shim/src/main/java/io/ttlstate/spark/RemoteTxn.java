@@ -42,6 +42,8 @@ final class RemoteTxn {
     /** Reads answered in the JVM since the last flush, reported to the worker's TTL cleanup. */
     private int unsentAccesses;
     private boolean ended;
+    /** The worker writes this transaction straight into its database (an abort leaves it at no version). */
+    private boolean direct;
     /** Told about every iterator (the provider drains those still needing the worker on close). */
     java.util.function.Consumer<ChunkIterator> onIteratorCreated;
 
@@ -61,15 +63,18 @@ final class RemoteTxn {
     /** BEGIN a transaction on {@code storeHandle} at {@code version}, TTL time {@code batchTimestampMs}. */
     static RemoteTxn begin(WorkerConnection conn, long storeHandle, long version, boolean readOnly,
                            long batchTimestampMs, StoreSettings settings, StoreView view, StoreMetrics metrics) {
+        int mode = readOnly ? Op.BEGIN_READ_ONLY : settings.snapshotMode ? Op.BEGIN_WRITE_NO_CHANGELOG : Op.BEGIN_WRITE;
         FrameReader r = conn.call(FrameWriter.request(Op.BEGIN, storeHandle)
-                .i64(version).bool(readOnly).i64(batchTimestampMs));
+                .i64(version).u8(mode).i64(batchTimestampMs));
         metrics.roundTrip();
-        long txn = checked(() -> {
-            long h = r.u32();
+        long[] reply = checked(() -> {
+            long[] out = {r.u32(), r.bool() ? 1 : 0};
             r.end();
-            return h;
+            return out;
         });
-        return new RemoteTxn(conn, txn, version, readOnly, batchTimestampMs, settings, view, metrics);
+        RemoteTxn txn = new RemoteTxn(conn, reply[0], version, readOnly, batchTimestampMs, settings, view, metrics);
+        txn.direct = reply[1] == 1;
+        return txn;
     }
 
     long handle() {
@@ -101,6 +106,9 @@ final class RemoteTxn {
         StoreView.Presence p = presence(key);
         if (p == StoreView.Presence.ABSENT) {
             written.put(new KeyBytes(key), TOMBSTONE); // nothing to remove: the worker need not know
+            if (direct && view != null) {
+                view.written(key, null, writeExpiry, version);
+            }
             return;
         }
         batch().u8(p == StoreView.Presence.PRESENT ? Op.RECORD_REMOVE_PRESENT : Op.RECORD_REMOVE).bytes(key);
@@ -108,10 +116,12 @@ final class RemoteTxn {
     }
 
     /**
-     * Whether {@code key} is in the committed version, if the view knows and it matters: a
-     * first write of the key in this transaction, on a store without TTL (with TTL the
-     * worker needs the old entry's timestamp anyway, and an expired entry the view does not
-     * show may still be stored).
+     * Whether the worker will find {@code key} stored when it applies this write, if the view
+     * knows and it matters, on a store without TTL (with TTL the worker needs the old entry's
+     * timestamp anyway, and an expired entry the view does not show may still be stored). For
+     * a transaction with an overlay that is the committed version, so only a key's first write
+     * qualifies; a transaction writing into the database changes the view as it writes, so any
+     * write whose key is not in the unsent batch qualifies.
      */
     private StoreView.Presence presence(byte[] key) {
         if (view == null || settings.ttlMs != 0 || readOnly || written.containsKey(new KeyBytes(key))) {
@@ -124,6 +134,9 @@ final class RemoteTxn {
     private void buffered(byte[] key, byte[] writtenValue) {
         batchCount++;
         written.put(new KeyBytes(key), writtenValue);
+        if (direct && view != null) {
+            view.written(key, writtenValue == TOMBSTONE ? null : writtenValue, writeExpiry, version);
+        }
         if (batch.size() >= settings.writeBatchBytes) {
             flush();
         }
@@ -246,6 +259,9 @@ final class RemoteTxn {
         b.patchU32(BATCH_COUNT_OFFSET, batchCount);
         batch = null;
         batchCount = 0;
+        if (direct) {
+            written.clear(); // the worker's database has them now (and the view, if any)
+        }
         conn.send(b);
     }
 
@@ -261,6 +277,10 @@ final class RemoteTxn {
 
     long version() {
         return version;
+    }
+
+    boolean isDirect() {
+        return direct;
     }
 
     /**

@@ -150,6 +150,35 @@ final class StoreView {
     }
 
     /**
+     * A write of the one transaction that writes straight into the worker's database (no other
+     * transaction may read {@code version} meanwhile): the view follows the database at once,
+     * and the transaction's commit only moves it to the next version ({@link #advance}).
+     * {@code value} null: a removal.
+     */
+    synchronized void written(byte[] key, byte[] value, long expiresAt, long atVersion) {
+        if (atVersion != version || closed) {
+            return;
+        }
+        if (value == null) {
+            remove(new KeyBytes(key));
+            return;
+        }
+        insert(new Cached(key, value, expiresAt));
+        if (filter != null) {
+            filter.add(key);
+        }
+    }
+
+    /** The transaction that wrote into the database committed {@code newVersion}; see {@link #written}. */
+    synchronized void advance(long fromVersion, long newVersion) {
+        if (fromVersion != version || closed) {
+            reset(-1, -1);
+        } else {
+            version = newVersion;
+        }
+    }
+
+    /**
      * The worker's database now holds {@code newVersion} with {@code numKeys} entries (-1 for
      * any failure): values are forgotten; the filter is empty and valid for an empty version,
      * else unknown until {@link #filterReady}.
@@ -220,8 +249,9 @@ final class StoreView {
         }
     }
 
-    private void remove(Cached c) {
-        if (values.remove(c) != null) {
+    private void remove(KeyBytes key) {
+        Cached c = values.remove(key);
+        if (c != null) {
             bytes -= c.bytes();
             TOTAL_BYTES.addAndGet(-c.bytes());
         }

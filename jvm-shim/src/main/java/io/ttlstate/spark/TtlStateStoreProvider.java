@@ -87,6 +87,8 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     private StoreView view;
     /** What a read store's load cost, reported by the next write store (read stores have no metrics). */
     private StoreMetrics pendingLoad;
+    /** The last write store this provider opened (a writer writes straight into the worker's database). */
+    private TtlWriteStore writer;
     private boolean closed;
     /** Iterators that may still need the worker; drained into memory before the store is closed. */
     private final java.util.Set<ChunkIterator> openIterators =
@@ -208,23 +210,32 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         StoreMetrics metrics = new StoreMetrics();
         Prepared p = prepare(version, id, false, batchTimestampMs(version), metrics);
         LOG.debug("Opened write store of version {} for {}", version, this);
-        return new TtlWriteStore(this, version, p.loadedId, p.txn, new KeyCodec(keySchema, numPrefixCols), metrics,
-                valueSchema.length(), forceSnapshotOnCommit, checkpointIds);
+        TtlWriteStore store = new TtlWriteStore(this, version, p.loadedId, p.txn, new KeyCodec(keySchema, numPrefixCols),
+                metrics, valueSchema.length(), forceSnapshotOnCommit, checkpointIds);
+        synchronized (this) {
+            writer = store;
+        }
+        return store;
     }
 
     /**
-     * The write store of the same version, as {@code getStore}; it also takes over the read
-     * store's transaction and ends it before its own commit or abort. Spark never ends a read
-     * store it upgraded (the aggregation's and session window's restore step), and an open
-     * transaction would otherwise live on in the worker and receive the pre-images of every
-     * later commit (DESIGN decision 35).
+     * The write store of the same version, as {@code getStore}; the read store's own
+     * transaction ends first, and its reads go through the write store's from then on (as
+     * with Spark's RocksDB provider, whose upgraded read store is the write store). Spark never
+     * ends a read store it upgraded (the aggregation's and session window's restore step): its
+     * transaction would live on in the worker and receive the pre-images of every later
+     * commit, and the writer could not write straight into the database (DESIGN 35, 40).
      */
     @Override
     public StateStore upgradeReadStoreToWriteStore(ReadStateStore readStore, long version, Option<String> uniqueId,
                                                    boolean forceSnapshotOnCommit) {
+        TtlReadStore read = readStore instanceof TtlReadStore ? (TtlReadStore) readStore : null;
+        if (read != null) {
+            read.endForUpgrade();
+        }
         TtlWriteStore store = (TtlWriteStore) getStore(version, uniqueId, forceSnapshotOnCommit, false);
-        if (readStore instanceof TtlReadStore) {
-            store.endsAlong((TtlReadStore) readStore);
+        if (read != null) {
+            read.upgradedTo(store);
         }
         return store;
     }
@@ -265,6 +276,13 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     private synchronized Prepared prepare(long version, String id, boolean readOnly, long batchTimestampMs,
                                           StoreMetrics metrics) {
         closed = false;
+        if (!readOnly && writer != null && writer.isUpdating()) {
+            // a write store Spark left behind (its task died without aborting): end it, so the
+            // new one can write; only one transaction at a time writes into the database
+            LOG.warn("Aborting the unfinished write store of version {} of {} before opening another",
+                    writer.version(), this);
+            writer.abort();
+        }
         for (int attempt = 0; ; attempt++) {
             try {
                 ensureOpen(metrics);
@@ -433,7 +451,9 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             loadedVersion = newVersion;
             loadedId = newId;
             RemoteTxn txn = store.txn();
-            if (settings.viewUsable(txn.batchTimestampMs())) {
+            if (settings.viewUsable(txn.batchTimestampMs()) && txn.isDirect()) {
+                view.advance(store.version(), newVersion); // it followed the writes already
+            } else if (settings.viewUsable(txn.batchTimestampMs())) {
                 view.committed(store.version(), newVersion, txn.written(), RemoteTxn.TOMBSTONE, txn.writeExpiry());
             } else {
                 view.reset(newVersion, -1); // the JVM does not know when the worker stamped the writes
@@ -453,6 +473,21 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 view.reset(-1, -1);
                 checkpoint.discard(written);
             }
+        }
+    }
+
+    /**
+     * {@code store} committed or aborted. An aborted transaction that wrote straight into the
+     * worker's database left it at no version: the next store reloads it from the checkpoint.
+     */
+    synchronized void writeEnded(TtlWriteStore store, boolean committed) {
+        if (writer == store) {
+            writer = null;
+        }
+        if (!committed && store.txn().isDirect()) {
+            loadedVersion = -1;
+            loadedId = null;
+            view.reset(-1, -1);
         }
     }
 
@@ -532,6 +567,9 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     public synchronized void doSnapshotMaintenance() {
         if (stateStoreId == null || closed || conn == null || conn.isBroken() || loadedVersion <= 0) {
             return;
+        }
+        if (writer != null && writer.isUpdating()) {
+            return; // a transaction writes into the database: the next maintenance round snapshots
         }
         if (loadedVersion - lastSnapshotVersion < storeConf.minDeltasForSnapshot()) {
             return;

@@ -33,8 +33,6 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
     private State state = State.UPDATING;
     private long committedNumKeys;
     private long committedMemoryBytes;
-    /** The read store this store was upgraded from, ended before this one commits or aborts. */
-    private TtlReadStore upgradedFrom;
 
     TtlWriteStore(TtlStateStoreProvider provider, long version, String baseId, RemoteTxn txn, KeyCodec codec,
                   StoreMetrics metrics, int numValueFields, boolean forceSnapshotOnCommit, boolean checkpointIds) {
@@ -75,27 +73,9 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
         txn.remove(codec.encodeKey(key));
     }
 
-    /**
-     * Ends {@code readStore} (of the same version and task) before this store commits or
-     * aborts: Spark reads through it only while this store's input is consumed, and never
-     * ends it itself.
-     */
-    void endsAlong(TtlReadStore readStore) {
-        upgradedFrom = readStore;
-    }
-
-    private void endUpgradedFrom() {
-        if (upgradedFrom != null) {
-            upgradedFrom.release();
-            metrics.addReads(upgradedFrom.metrics);
-            upgradedFrom = null;
-        }
-    }
-
     @Override
     public long commit() {
         verifyUpdating("Cannot commit after already committed or aborted");
-        endUpgradedFrom();
         long start = System.nanoTime();
         long newVersion;
         String newId = checkpointIds ? UUID.randomUUID().toString() : null;
@@ -111,11 +91,13 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
             } catch (RuntimeException ignored) {
                 // the worker may have ended the transaction already
             }
+            provider.writeEnded(this, false);
             // the cause's message in Spark's text, so the top-level error names file and version
             String what = e.getMessage() == null ? toString() : toString() + " (" + e.getMessage() + ")";
             throw SparkErrors.sneaky(QueryExecutionErrors.failedToCommitStateFileError(what, e));
         }
         state = State.COMMITTED;
+        provider.writeEnded(this, true);
         committedId = newId;
         metrics.commitMs.addAndGet(StoreMetrics.millisSince(start));
         provider.reportCommit(newVersion);
@@ -125,7 +107,6 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
 
     @Override
     public void abort() {
-        endUpgradedFrom();
         if (state != State.UPDATING) {
             return;
         }
@@ -135,6 +116,7 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
         } catch (RuntimeException e) {
             LOG.warn("Aborting {} failed (ignored)", this, e);
         }
+        provider.writeEnded(this, false);
         LOG.info("Aborted version {} for {}", version + 1, this);
     }
 
@@ -252,6 +234,10 @@ final class TtlWriteStore extends AbstractTtlStore implements StateStore {
     @Override
     public void mergeList(UnsafeRow key, UnsafeRow[] values, String colFamilyName) {
         throw unsupported("mergeList");
+    }
+
+    boolean isUpdating() {
+        return state == State.UPDATING;
     }
 
     /** The transaction, for the provider's commit. */

@@ -39,6 +39,11 @@ public final class Op {
     public static final int RECORD_PUT_OVER = 5;
     public static final int RECORD_REMOVE_PRESENT = 6;
 
+    /** BEGIN modes: write (with a changelog), read-only, write without changelog (snapshot mode). */
+    public static final int BEGIN_WRITE = 0;
+    public static final int BEGIN_READ_ONLY = 1;
+    public static final int BEGIN_WRITE_NO_CHANGELOG = 2;
+
     /** ITER_OPEN modes: chunks of pairs, or of pairs each followed by {@code i64 expiresAt}. */
     public static final int ITER_PAIRS = 0;
     public static final int ITER_PAIRS_WITH_EXPIRY = 1;

@@ -103,11 +103,16 @@ public final class VectorCheck {
                 f.put("changelogs", changelogs);
                 break;
             }
-            case Op.BEGIN:
+            case Op.BEGIN: {
                 f.put("version", r.i64());
-                f.put("readOnly", r.bool());
+                int mode = r.u8();
+                if (mode != Op.BEGIN_WRITE && mode != Op.BEGIN_READ_ONLY && mode != Op.BEGIN_WRITE_NO_CHANGELOG) {
+                    throw new ProtocolException("unknown transaction mode " + mode);
+                }
+                f.put("mode", (long) mode);
                 f.put("batchTimestampMs", r.i64());
                 break;
+            }
             case Op.WRITE_BATCH: {
                 List<Object> records = new ArrayList<>();
                 for (int i = 0, n = r.count(5); i < n; i++) {
