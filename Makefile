@@ -7,7 +7,11 @@ JAVA_SOURCES := $(shell find jvm-shim/src/main -name '*.java' 2>/dev/null) build
 TESTFS_JAR := jvm-shim/build/libs/ttlstate-testfs.jar
 TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) build.gradle
 
-.PHONY: setup deps jar demo cluster-demo test test-quick clean
+# The provider-level benchmark harness, used only by benchmarks/ (make bench).
+BENCH_JAR := jvm-shim/build/libs/ttlstate-bench.jar
+BENCH_SOURCES := $(shell find jvm-shim/src/bench -name '*.java' 2>/dev/null) build.gradle
+
+.PHONY: setup deps jar demo cluster-demo test test-quick bench clean
 
 setup: deps jar
 
@@ -27,6 +31,10 @@ $(TESTFS_JAR): $(TESTFS_SOURCES)
 	gradle --offline -q testfsJar -Ppython=$(PYTHON)
 	@test -f $(TESTFS_JAR)
 
+$(BENCH_JAR): $(BENCH_SOURCES)
+	gradle --offline -q benchJar -Ppython=$(PYTHON)
+	@test -f $(BENCH_JAR)
+
 demo: setup
 	$(PYTHON) -m ttlstate.demo
 
@@ -39,6 +47,11 @@ test: setup
 
 test-quick: setup
 	$(PYTHON) -m pytest -q -m 'not slow' $(PYTEST_ARGS)
+
+# Every benchmark of benchmarks/ (about an hour on 2 cores); results in benchmarks/results/.
+bench: setup $(BENCH_JAR)
+	$(PYTHON) -m pip install -q -e '.[bench]'
+	$(PYTHON) -m pytest benchmarks/ --benchmark-only -s -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf jvm-shim/build provider/jars .pytest_cache

@@ -1,0 +1,187 @@
+"""Run one workload on one provider variant in this process (its own driver JVM) and print a
+JSON result: `python benchmarks/runner.py <workload> <variant> <input root> <work dir>`.
+
+Measured:
+- rows/s over batches 1..N (batch 0 pays the JVM's start and JIT warm-up; it is excluded
+  for every provider alike): input rows / sum of their `triggerExecution` times;
+- median batch time (`triggerExecution`) and median commit time (the state operators'
+  `commitTimeMs`, summed over operators; each is Spark's sum over the batch's tasks) over
+  batches 1..N;
+- checkpoint bytes: every file under `<checkpoint>/state` at the end (`.crc` included);
+- peak memory, sampled every 0.25 s: RSS of the driver JVM (driver and executor share it in
+  local mode), and the PSS of all ttlstate Python processes together (the store service and
+  its workers; PSS splits the pages the forked workers share, so the sum is not inflated);
+- the ttlstate and RocksDB custom metrics of interest, summed over batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import psutil  # noqa: E402
+
+import workloads  # noqa: E402
+
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB_CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+TTLSTATE = "io.ttlstate.spark.TtlStateStoreProvider"
+
+# id: (label, provider class, confs)
+VARIANTS = {
+    "ttlstate": ("ttlstate", TTLSTATE, {}),
+    "rocksdb-changelog": ("RocksDB, changelog on", ROCKSDB, {ROCKSDB_CHANGELOG: "true"}),
+    "rocksdb": ("RocksDB, changelog off", ROCKSDB, {ROCKSDB_CHANGELOG: "false"}),
+    "hdfs": ("HDFS-backed", HDFS, {}),
+}
+DRIVER_MEMORY = os.environ.get("BENCH_DRIVER_MEMORY", "2g")
+SUMMED_METRICS = ("ttlstateRoundTrips", "ttlstateCacheHits", "ttlstateCacheMisses", "ttlstateFilterSkips",
+                  "ttlstateExpiredOnRead", "ttlstateExpiredIncremental", "ttlstateExpiredByCompaction")
+
+
+class MemorySampler(threading.Thread):
+    """Peak RSS of the driver JVM and peak summed PSS of the ttlstate processes."""
+
+    def __init__(self, jvm_pid: int, period: float = 0.25):
+        super().__init__(daemon=True)
+        self.jvm = psutil.Process(jvm_pid)
+        self.period = period
+        self.stop = threading.Event()
+        self.peak_jvm = 0
+        self.peak_python = 0
+
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU seconds (user + system) used so far by the JVM and by the ttlstate processes."""
+        def used(p):
+            t = p.cpu_times()
+            return t.user + t.system
+        python = 0.0
+        for p in self._ttlstate_processes():
+            try:
+                python += used(p)
+            except psutil.Error:
+                pass
+        return used(self.jvm), python
+
+    def _ttlstate_processes(self):
+        for child in self.jvm.children(recursive=True):
+            try:
+                if any("ttlstate.service" in part for part in child.cmdline()):
+                    yield child
+            except psutil.Error:
+                continue
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                self.peak_jvm = max(self.peak_jvm, self.jvm.memory_info().rss)
+                total = 0
+                for p in self._ttlstate_processes():
+                    try:
+                        total += p.memory_full_info().pss
+                    except psutil.Error:
+                        pass
+                self.peak_python = max(self.peak_python, total)
+            except psutil.Error:
+                return
+            self.stop.wait(self.period)
+
+
+def _dir_bytes(root: pathlib.Path) -> int:
+    total = 0
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            try:
+                total += os.stat(os.path.join(dirpath, n)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return None if not n else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
+
+
+def summarize(progress: list[dict]) -> dict:
+    steady = progress[1:] or progress
+    rows = sum(p["numInputRows"] for p in steady)
+    ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
+    ops = [p.get("stateOperators", []) for p in steady]
+    custom: dict[str, int] = {}
+    for p in progress:
+        for op in p.get("stateOperators", []):
+            for k, v in op.get("customMetrics", {}).items():
+                if k in SUMMED_METRICS:
+                    custom[k] = custom.get(k, 0) + int(v)
+    last_ops = progress[-1].get("stateOperators", [])
+    return {
+        "batches": len(progress),
+        "rows": sum(p["numInputRows"] for p in progress),
+        "rows_per_s": rows / (ms / 1000.0) if ms else None,
+        "median_batch_ms": _median([p["durationMs"]["triggerExecution"] for p in steady]),
+        "median_commit_ms": _median([sum(o.get("commitTimeMs", 0) for o in os_) for os_ in ops]),
+        "state_rows": sum(o.get("numRowsTotal", 0) for o in last_ops),
+        "custom": custom,
+    }
+
+
+def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Path, confs: dict | None = None) -> dict:
+    from pyspark.sql import SparkSession
+
+    import ttlstate
+
+    label, provider, variant_confs = VARIANTS[variant]
+    builder = (ttlstate.configure(SparkSession.builder.master("local[2]").appName(f"bench-{workload}-{variant}"))
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.memory", DRIVER_MEMORY)
+               .config("spark.local.dir", str(work / "spark-local"))
+               .config(ttlstate.CONF_PREFIX + "checkpoint.localCacheDir", str(work / "ttlstate-cache"))
+               .config(PROVIDER_KEY, provider))
+    for k, v in {**variant_confs, **(confs or {})}.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    jvm_pid = int(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid())
+    sampler = MemorySampler(jvm_pid)
+    sampler.start()
+    checkpoint = work / "checkpoint"
+    start = time.perf_counter()
+    q = workloads.WORKLOADS[workload].start(spark, input_root, str(checkpoint))
+    q.awaitTermination()
+    elapsed = time.perf_counter() - start
+    sampler.stop.set()
+    sampler.join()
+    cpu = sampler.cpu_seconds()
+    progress = [p for p in q.recentProgress if p["numInputRows"] > 0]
+    result = summarize(progress)
+    result.update({
+        "workload": workload, "variant": variant, "label": label, "elapsed_s": elapsed,
+        "checkpoint_bytes": _dir_bytes(checkpoint / "state"),
+        "peak_jvm_rss": sampler.peak_jvm, "peak_python_pss": sampler.peak_python,
+        "cpu_jvm_s": cpu[0], "cpu_python_s": cpu[1],
+        "confs": {**variant_confs, **(confs or {})},
+    })
+    spark.stop()
+    return result
+
+
+def main(argv):
+    workload, variant, input_root, work = argv[1:5]
+    confs = json.loads(argv[5]) if len(argv) > 5 else {}
+    result = run(workload, variant, pathlib.Path(input_root), pathlib.Path(work), confs)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,184 @@
+"""The query-level workloads of the provider comparison (issue 5): deterministic input files,
+one per micro-batch, and the queries that read them.
+
+Every workload writes its input once (seeded), under `root`, and `start(spark, ...)` starts
+its query with `maxFilesPerTrigger=1` and `Trigger.AvailableNow`, so every provider
+processes exactly the same batches. `SCALE` (env `BENCH_SCALE`, default 1.0) scales the
+rows per batch (and the aggregation's keys) for quicker runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import random
+from typing import Callable
+
+SCALE = float(os.environ.get("BENCH_SCALE", "1.0"))
+BATCHES = int(os.environ.get("BENCH_BATCHES", "20"))
+T0 = 1_700_000_000  # seconds: event time of batch 0
+
+
+def _scaled(n: int) -> int:
+    return max(1, int(n * SCALE))
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    rows_per_batch: int  # input rows per batch, all inputs together
+    write_input: Callable[[pathlib.Path], None]
+    start: Callable  # (spark, input root, checkpoint) -> StreamingQuery
+
+
+def _write_lines(path: pathlib.Path, rows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as out:
+        for r in rows:
+            out.write(json.dumps(r, separators=(",", ":")))
+            out.write("\n")
+    os.replace(tmp, path)
+
+
+def _stream(spark, directory: pathlib.Path, schema: str):
+    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(directory))
+
+
+def _sink(df, checkpoint: str, mode: str):
+    return (df.writeStream.outputMode(mode).format("noop").option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).start())
+
+
+# -- aggregation: 1,000,000 keys, 200,000 rows per batch ------------------------------
+
+AGG_KEYS = _scaled(1_000_000)
+AGG_ROWS = _scaled(200_000)
+
+
+def _agg_input(root: pathlib.Path) -> None:
+    rng = random.Random(1)
+    for b in range(BATCHES):
+        _write_lines(root / "in" / f"part-{b:03d}.json",
+                     ({"k": rng.randrange(AGG_KEYS), "v": rng.randrange(100)} for _ in range(AGG_ROWS)))
+
+
+def _agg_start(spark, root: pathlib.Path, checkpoint: str):
+    from pyspark.sql import functions as F
+    df = _stream(spark, root / "in", "k LONG, v LONG").groupBy("k").agg(
+        F.sum("v").alias("s"), F.count("*").alias("c"))
+    return _sink(df, checkpoint, "update")
+
+
+# -- dropDuplicates: mostly new ids, event time one minute per batch ------------------
+
+DEDUP_ROWS = _scaled(200_000)
+
+
+def _dedup_input(root: pathlib.Path) -> None:
+    rng = random.Random(2)
+    next_id = 0
+    recent: list[int] = []
+    for b in range(BATCHES):
+        rows = []
+        for _ in range(DEDUP_ROWS):
+            if recent and rng.random() < 0.1:  # 10% repeat an id of the last two batches
+                i = rng.choice(recent)
+            else:
+                i = next_id
+                next_id += 1
+            rows.append({"id": i, "ts": T0 + 60 * b + rng.randrange(60)})
+        recent = recent[-DEDUP_ROWS:] + [r["id"] for r in rows]
+        _write_lines(root / "in" / f"part-{b:03d}.json", rows)
+
+
+def _dedup_start(spark, root: pathlib.Path, checkpoint: str):
+    from pyspark.sql import functions as F
+    df = (_stream(spark, root / "in", "id LONG, ts LONG")
+          .withColumn("ts", F.col("ts").cast("timestamp"))
+          .withWatermark("ts", "2 minutes").dropDuplicatesWithinWatermark(["id"]))
+    return _sink(df, checkpoint, "append")
+
+
+# -- stream-stream join with watermarks ------------------------------------------------
+
+JOIN_ROWS = _scaled(50_000)  # per side and batch
+
+
+def _join_input(root: pathlib.Path) -> None:
+    rng = random.Random(3)
+    pending: list[tuple[int, int]] = []  # impressions whose click comes in the next batch
+    for b in range(BATCHES):
+        imps, clicks, later = [], [], []
+        for j in range(JOIN_ROWS):
+            i = b * JOIN_ROWS + j
+            ts = T0 + 60 * b + rng.randrange(60)
+            imps.append({"imp": i, "its": ts})
+            r = rng.random()
+            if r < 0.3:
+                clicks.append({"clk": i, "cts": ts + rng.randrange(30)})
+            elif r < 0.5:
+                later.append((i, ts))
+        clicks += [{"clk": i, "cts": ts + 60} for i, ts in pending]
+        clicks += [{"clk": -1 - rng.randrange(10**9), "cts": T0 + 60 * b} for _ in range(JOIN_ROWS - len(clicks))]
+        pending = later
+        _write_lines(root / "left" / f"part-{b:03d}.json", imps)
+        _write_lines(root / "right" / f"part-{b:03d}.json", clicks)
+
+
+def _join_start(spark, root: pathlib.Path, checkpoint: str):
+    from pyspark.sql import functions as F
+    imps = (_stream(spark, root / "left", "imp LONG, its LONG").withColumn("its", F.col("its").cast("timestamp"))
+            .withWatermark("its", "1 minute"))
+    clicks = (_stream(spark, root / "right", "clk LONG, cts LONG").withColumn("cts", F.col("cts").cast("timestamp"))
+              .withWatermark("cts", "1 minute"))
+    df = imps.join(clicks, F.expr("clk = imp AND cts >= its AND cts <= its + interval 2 minutes"))
+    return _sink(df, checkpoint, "append")
+
+
+# -- windowed aggregation, append mode -------------------------------------------------
+
+WINDOW_ROWS = _scaled(200_000)
+WINDOW_KEYS = 10_000
+
+
+def _window_input(root: pathlib.Path) -> None:
+    rng = random.Random(4)
+    for b in range(BATCHES):
+        _write_lines(root / "in" / f"part-{b:03d}.json",
+                     ({"k": rng.randrange(WINDOW_KEYS), "ts": T0 + 60 * b + rng.randrange(60)}
+                      for _ in range(WINDOW_ROWS)))
+
+
+def _window_start(spark, root: pathlib.Path, checkpoint: str):
+    from pyspark.sql import functions as F
+    df = (_stream(spark, root / "in", "k LONG, ts LONG").withColumn("ts", F.col("ts").cast("timestamp"))
+          .withWatermark("ts", "1 minute")
+          .groupBy(F.window("ts", "1 minute"), "k").count())
+    return _sink(df, checkpoint, "append")
+
+
+WORKLOADS = {w.name: w for w in (
+    Workload("aggregation", f"groupBy(k).agg(sum, count), update mode: {AGG_KEYS:,} keys, "
+             f"{AGG_ROWS:,} rows per batch", AGG_ROWS, _agg_input, _agg_start),
+    Workload("dropDuplicates", f"withWatermark(2 min).dropDuplicatesWithinWatermark(id), append: {DEDUP_ROWS:,} rows "
+             "per batch, 90% new ids, one minute of event time per batch", DEDUP_ROWS, _dedup_input, _dedup_start),
+    Workload("join", f"impressions x clicks inner join, watermarks 1 min, clicks within 2 min: "
+             f"{JOIN_ROWS:,} rows per side and batch", 2 * JOIN_ROWS, _join_input, _join_start),
+    Workload("window", f"groupBy(window(ts, 1 min), k).count(), watermark 1 min, append: "
+             f"{WINDOW_ROWS:,} rows per batch over {WINDOW_KEYS:,} keys", WINDOW_ROWS, _window_input,
+             _window_start),
+)}
+
+
+def ensure_input(name: str, root: pathlib.Path) -> pathlib.Path:
+    """The workload's input under `root/<name>` (written once; a marker says it is complete)."""
+    d = root / f"{name}-s{SCALE:g}-b{BATCHES}"
+    marker = d / ".complete"
+    if not marker.exists():
+        WORKLOADS[name].write_input(d)
+        marker.write_text("ok\n")
+    return d
