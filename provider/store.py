@@ -896,10 +896,12 @@ class Txn:
         """Check `debt` entries after the cursor (wrapping around) and remove expired ones.
 
         Skipped when the timestamp histogram shows no expired entry; at most one pass over
-        the committed entries per transaction.
+        the entries per transaction (a transaction writing into the database passes over
+        its own entries too).
         """
         store = self.store
-        budget = min(self.debt, store.num_keys - self.scanned)
+        stored = store.num_keys + (self.key_delta if self.direct else 0)  # entries in the database now
+        budget = min(self.debt, stored - self.scanned)
         self.debt = 0
         if budget <= 0:
             return
