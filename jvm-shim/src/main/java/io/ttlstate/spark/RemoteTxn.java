@@ -12,13 +12,16 @@ import io.ttlstate.spark.protocol.ProtocolException;
  * One transaction on a worker (a BEGIN handle) with the JVM's write-behind buffer.
  *
  * <p>Puts and removes are appended to a WRITE_BATCH frame and to {@code written}, which
- * answers reads of those keys without a round trip for the whole transaction and becomes the
- * provider's {@link StoreView} of the next version at commit. The frame is sent (no response)
- * when it reaches {@code writeBatchBytes}, and before any request that needs the worker to
- * know the writes (ITER_OPEN, STATS, COMMIT). A read of a key not written asks the view
- * (cached value, or the Bloom filter's "absent") and only then the worker, with GET; the
- * worker's view differs from ours only in the written keys, so GET needs no flush. Not
- * thread-safe; one per store.
+ * answers reads of those keys without a round trip. The frame is sent (no response) when it
+ * reaches {@code writeBatchBytes}, and before any request that needs the worker to know the
+ * writes (ITER_OPEN, STATS, COMMIT). A read of a key not in {@code written} asks the
+ * provider's {@link StoreView} (a cached value, or the Bloom filter's "absent") and only then
+ * the worker, with GET, which needs no flush: the worker lacks only what {@code written} holds.
+ *
+ * <p>A direct transaction (the worker writes it straight into its database, DESIGN 40)
+ * updates the view as it writes and keeps in {@code written} only the writes not sent yet;
+ * its commit just moves the view on. Any other keeps all its writes in {@code written}, and
+ * its commit applies them to the view. Not thread-safe; one per store.
  */
 final class RemoteTxn {
     /** Marks a removed key in {@code written} (compared by identity). */

@@ -123,10 +123,10 @@ final class StoreView {
     /**
      * The version moved from {@code fromVersion} to {@code newVersion} by a commit of
      * {@code writes} (key to value; {@code removed} marks a removed key) made at expiry time
-     * {@code expiresAt}; any other starting point forgets everything.
+     * {@code expiresAt} at time {@code now}; any other starting point forgets everything.
      */
     synchronized void committed(long fromVersion, long newVersion, Map<KeyBytes, byte[]> writes,
-                                byte[] removed, long expiresAt) {
+                                byte[] removed, long expiresAt, long now) {
         if (fromVersion != version || closed) {
             reset(-1, -1);
             return;
@@ -147,6 +147,7 @@ final class StoreView {
             }
         }
         version = newVersion;
+        evictExpired(now);
     }
 
     /**
@@ -169,12 +170,34 @@ final class StoreView {
         }
     }
 
-    /** The transaction that wrote into the database committed {@code newVersion}; see {@link #written}. */
-    synchronized void advance(long fromVersion, long newVersion) {
+    /**
+     * The transaction that wrote into the database committed {@code newVersion} at time
+     * {@code now}; see {@link #written}.
+     */
+    synchronized void advance(long fromVersion, long newVersion, long now) {
         if (fromVersion != version || closed) {
             reset(-1, -1);
         } else {
             version = newVersion;
+            evictExpired(now);
+        }
+    }
+
+    /**
+     * Drops the least recently used values while they are expired at {@code now}: with TTL,
+     * keys that are never read or written again would otherwise stay until the budget pushes
+     * them out (they are never served: an expired value always goes to the worker).
+     */
+    private void evictExpired(long now) {
+        Iterator<Cached> eldest = values.values().iterator();
+        while (eldest.hasNext()) {
+            Cached e = eldest.next();
+            if (e.expiresAt > now) {
+                return;
+            }
+            eldest.remove();
+            bytes -= e.bytes();
+            TOTAL_BYTES.addAndGet(-e.bytes());
         }
     }
 

@@ -452,9 +452,10 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             loadedId = newId;
             RemoteTxn txn = store.txn();
             if (settings.viewUsable(txn.batchTimestampMs()) && txn.isDirect()) {
-                view.advance(store.version(), newVersion); // it followed the writes already
+                view.advance(store.version(), newVersion, txn.batchTimestampMs()); // it followed the writes
             } else if (settings.viewUsable(txn.batchTimestampMs())) {
-                view.committed(store.version(), newVersion, txn.written(), RemoteTxn.TOMBSTONE, txn.writeExpiry());
+                view.committed(store.version(), newVersion, txn.written(), RemoteTxn.TOMBSTONE, txn.writeExpiry(),
+                        txn.batchTimestampMs());
             } else {
                 view.reset(newVersion, -1); // the JVM does not know when the worker stamped the writes
             }
