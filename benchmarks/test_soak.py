@@ -13,11 +13,11 @@ without bound: without TTL the state grows by NEW_KEYS rows per batch; with a TT
 since the last batch that wrote it, and the live state plateaus at the keys written in
 the last TTL of wall time.
 
-Variants: `ttl` (TTL, everything else at its default), `no-ttl` (the growth TTL
-prevents) and `ttl-unload` (TTL with Spark's `stateStore.unloadOnCommit=true`: every
-store is closed on its worker after its commit and loaded again, from the local cache,
-in the next batch, so no worker transaction outlives its batch; see soak.md for why that
-matters). Each runs in its own Python process with its own Spark driver JVM (a soak wants
+Variants run by default: `ttl` (TTL, everything else at its default), `ttl-bounded`
+(the same with `rocksdb.boundedMemory.totalBytes=8m`: RocksDB's memtables and caches of a
+worker share one 8 MiB budget) and `no-ttl` (the growth TTL prevents); on request
+`ttl-unload` (TTL with Spark's `stateStore.unloadOnCommit=true`: every store is closed on
+its worker after its commit and loaded again, from the local cache, in the next batch). Each runs in its own Python process with its own Spark driver JVM (a soak wants
 fresh processes, and the runs must not share a JVM, a store service or stores).
 After each batch's noop write (the state stores have committed by then), the foreachBatch
 function records:
@@ -99,12 +99,16 @@ VARIANTS = {
     # the local cache, in the next batch: no transaction outlives its batch
     "ttl-unload": (f"TTL {TTL}, unloadOnCommit=true", BATCHES,
                    {TTL_KEY: TTL, "spark.sql.streaming.stateStore.unloadOnCommit": "true"}),
+    # RocksDB's memory bounded per worker process (one block cache of 8 MiB, memtables
+    # charged to it): its memtables and caches cannot grow past the budget
+    "ttl-bounded": (f"TTL {TTL}, rocksdb.boundedMemory.totalBytes=8m", BATCHES,
+                    {TTL_KEY: TTL, PREFIX + "rocksdb.boundedMemory.totalBytes": "8m"}),
     # not run by default: TTL without the incremental cleanup and the compaction filter,
     # so only reads delete expired entries (keys that never come back stay on disk)
     "ttl-no-cleanup": (f"TTL {TTL}, cleanup.inBackground=false", BATCHES,
                        {TTL_KEY: TTL, PREFIX + "cleanup.inBackground": "false"}),
 }
-SELECTED = [v.strip() for v in os.environ.get("BENCH_SOAK_VARIANTS", "ttl,no-ttl,ttl-unload").split(",") if v.strip()]
+SELECTED = [v.strip() for v in os.environ.get("BENCH_SOAK_VARIANTS", "ttl,ttl-bounded,no-ttl").split(",") if v.strip()]
 EXPIRED = ("ttlstateExpiredOnRead", "ttlstateExpiredIncremental", "ttlstateExpiredByCompaction")
 RESULTS = {}
 
@@ -530,8 +534,9 @@ def report(results: dict, plot_note: str) -> str:
         f"5 entries per access, compaction filter on with its 1h safety margin, which a run this short never "
         f"reaches) the live state is the keys written in the last TTL of wall time.",
         "",
-        "Variants: `ttl` is the TTL with every other setting at its default; `no-ttl` shows the growth TTL "
-        "prevents; `ttl-unload` adds Spark's `spark.sql.streaming.stateStore.unloadOnCommit=true`: each store is "
+        "Variants: `ttl` is the TTL with every other setting at its default; `ttl-bounded` adds "
+        "`rocksdb.boundedMemory.totalBytes=8m` (one 8 MiB block cache per worker process, charged for the "
+        "memtables too); `no-ttl` shows the growth TTL prevents; `ttl-unload` (when selected) adds Spark's `spark.sql.streaming.stateStore.unloadOnCommit=true`: each store is "
         "closed on its worker right after its commit (its local files deleted) and loaded again from the local cache "
         "in the next batch, so no worker transaction outlives its batch (its local store bytes, sampled after the "
         "commit, are therefore ~0; its local cache holds the state on disk).",
@@ -610,7 +615,7 @@ def test_soak(benchmark, soak_input, tmp_path, variant):
     last = r["rows"][-1]
     benchmark.extra_info.update({"batches": r["batches"], "state_rows": last["rows"], "store_bytes": last["store"],
                                  "jvm_rss": last["jvm_rss"], "py_rss": last["py_rss"]})
-    if r["ttl_ms"] and variant in ("ttl", "ttl-unload"):
+    if r["ttl_ms"] and variant in ("ttl", "ttl-bounded", "ttl-unload"):
         assert sum(x["ttlstateExpiredIncremental"] + x["ttlstateExpiredOnRead"] for x in r["rows"]) > 0
     if len(RESULTS) == len(SELECTED):
         ordered = {v: RESULTS[v] for v in SELECTED}

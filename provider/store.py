@@ -42,11 +42,8 @@ from .ttl.histogram import TsHistogram
 
 log = logging.getLogger("ttlstate.store")
 
-_MEMORY_PROPERTIES = (
-    "rocksdb.cur-size-all-mem-tables",
-    "rocksdb.estimate-table-readers-mem",
-    "rocksdb.block-cache-usage",
-)
+_MEMORY_PROPERTIES = ("rocksdb.cur-size-all-mem-tables", "rocksdb.estimate-table-readers-mem")
+_BLOCK_CACHE_USAGE = "rocksdb.block-cache-usage"
 
 
 def engine_errors(fn):
@@ -511,8 +508,12 @@ class Store:
 
     @engine_errors
     def memory_used(self) -> int:
+        """Memtables, table readers and the block cache of the database (a block cache shared
+        by all stores of the worker, `rocksdb.boundedMemory`, is nobody's: left out), plus
+        the overlays of open transactions."""
         total = 0
-        for prop in _MEMORY_PROPERTIES:
+        props = _MEMORY_PROPERTIES if self.rocksdb.bounded_total_bytes else _MEMORY_PROPERTIES + (_BLOCK_CACHE_USAGE,)
+        for prop in props:
             total += self.db.property_int_value(prop) or 0
         for txn in self.txns:
             total += txn.overlay_bytes
