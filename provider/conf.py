@@ -202,8 +202,8 @@ ENTRIES += (
         "store"),
     ConfEntry(
         "rocksdb.blockCacheSize", _byte_size(1 << 40), None,
-        "Block cache of each store's database (`0`: none). Default: the profile's (RocksDB's "
-        "own default, 32 MiB, except `SPINNING_DISK_OPTIMIZED_HIGH_MEM`). Ignored when "
+        "Block cache of each store's database (`0`: none). Default: the profile's (8 MiB, as "
+        "Spark's RocksDB provider, except `SPINNING_DISK_OPTIMIZED_HIGH_MEM`: 256 MiB). Ignored when "
         "`rocksdb.boundedMemory.totalBytes` is set.",
         "store"),
     ConfEntry(

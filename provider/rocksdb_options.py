@@ -26,6 +26,9 @@ L0_COMPACTION_TRIGGER = 16
 BLOOM_BITS_PER_KEY = 10
 INFO_LOG_BYTES = 1 << 20
 _MIB = 1 << 20
+# Block cache of a store when neither the profile nor rocksdb.blockCacheSize sets one: Spark's
+# RocksDB provider default (blockCacheSizeMB=8), not RocksDB's 32 MiB (DESIGN decision 42).
+DEFAULT_BLOCK_CACHE_BYTES = 8 * _MIB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,11 +114,10 @@ def options(s: RocksDbSettings, statistics: bool) -> Options:
         table.set_cache_index_and_filter_blocks(True)
         table.set_pin_l0_filter_and_index_blocks_in_cache(True)
         opts.set_write_buffer_manager(wbm)
-    elif block_cache is not None:
-        if block_cache == 0:
-            table.disable_cache()
-        else:
-            table.set_block_cache(Cache(block_cache))
+    elif block_cache == 0:
+        table.disable_cache()
+    else:
+        table.set_block_cache(Cache(block_cache if block_cache is not None else DEFAULT_BLOCK_CACHE_BYTES))
     if block_bytes is not None:
         table.set_block_size(block_bytes)
     if write_buffer is not None:

@@ -68,12 +68,12 @@ def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp
     assert (o["target_file_size_base"] == str(256 << 20)) == high_mem
     assert (o["block_size"] == str(128 << 10)) == high_mem
     assert (o["max_write_buffer_number"] == "4") == high_mem
-    assert store.db.property_int_value("rocksdb.block-cache-capacity") == (256 << 20 if high_mem else 32 << 20)
+    assert store.db.property_int_value("rocksdb.block-cache-capacity") == (256 << 20 if high_mem else 8 << 20)
 
 
 def test_single_keys_override_the_profile(open_store, tmp_path):
     store = open_store(_settings(**{"rocksdb.profile": "SPINNING_DISK_OPTIMIZED_HIGH_MEM",
-                                    "rocksdb.blockCacheSize": "8m", "rocksdb.blockSize": "16k",
+                                    "rocksdb.blockCacheSize": "4m", "rocksdb.blockSize": "16k",
                                     "rocksdb.writeBufferSize": "4m", "rocksdb.maxWriteBufferNumber": "3",
                                     "rocksdb.compression": "zstd"}))
     _round_trip(store, tmp_path)
@@ -81,7 +81,7 @@ def test_single_keys_override_the_profile(open_store, tmp_path):
     assert o["block_size"] == str(16 << 10) and o["write_buffer_size"] == str(4 << 20)
     assert o["max_write_buffer_number"] == "3" and o["compression"] == "kZSTD"
     assert o["target_file_size_base"] == str(256 << 20)  # the rest of the profile stays
-    assert store.db.property_int_value("rocksdb.block-cache-capacity") == 8 << 20
+    assert store.db.property_int_value("rocksdb.block-cache-capacity") == 4 << 20
 
 
 def test_bounded_memory_is_one_cache_for_all_stores_of_a_worker(open_store, tmp_path):
