@@ -178,6 +178,18 @@ class Writer:
         self.parts.append(v)
         return self
 
+    def pairs(self, entries, with_expiry: bool = False) -> "Writer":
+        """`bytes key, bytes value` (then `i64 expiresAt` if `with_expiry`) per entry."""
+        parts, u32 = self.parts, _U32.pack
+        if with_expiry:
+            i64 = _I64.pack
+            for key, value, expires_at in entries:
+                parts += (u32(len(key)), key, u32(len(value)), value, i64(expires_at))
+        else:
+            for key, value in entries:
+                parts += (u32(len(key)), key, u32(len(value)), value)
+        return self
+
     def str(self, v: str) -> "Writer":
         return self.bytes(v.encode("utf-8"))
 

@@ -857,11 +857,17 @@ class Txn:
         not disturb the iteration (the RocksDB provider's behaviour).
         """
         base = _sorted_prefixed(self.shadow, prefix)
-        base_iter = _db_items(self.store.db, prefix, {k for k, _ in base})
         staged = _sorted_prefixed(self.overlay, prefix)
-        staged_keys = {k for k, _ in staged}
-        committed = heapq.merge(base_iter, base, key=_first)
-        merged = heapq.merge((kv for kv in committed if kv[0] not in staged_keys), staged, key=_first)
+        if not base and not staged:  # the database alone (direct or untouched transactions)
+            merged = _db_items(self.store.db, prefix, ())
+            if not self.ttl_ms:  # its values are the stored bytes, none removed
+                yield from (((k, v, MAX_TS) for k, v in merged) if with_expiry else merged)
+                return
+        else:
+            base_iter = _db_items(self.store.db, prefix, {k for k, _ in base})
+            staged_keys = {k for k, _ in staged}
+            committed = heapq.merge(base_iter, base, key=_first)
+            merged = heapq.merge((kv for kv in committed if kv[0] not in staged_keys), staged, key=_first)
         if not self.ttl_ms:
             for key, value in merged:
                 if value is not None:
@@ -965,7 +971,10 @@ def _sorted_prefixed(d: dict, prefix: bytes) -> list:
     return sorted(d.items())
 
 
-def _db_items(db: Rdict, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes, bytes]]:
+def _db_items(db: Rdict, prefix: bytes, skip) -> Iterator[tuple[bytes, bytes]]:
+    if not prefix and not skip:  # rocksdict's own iterator: no Python step per entry
+        yield from db.items()
+        return
     it = db.iter()
     if prefix:
         it.seek(prefix)

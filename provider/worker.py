@@ -160,13 +160,14 @@ class Worker:
 
         Returns (last, gen): whether the iteration ended, and the generator to go on with.
         """
-        entries = []
+        entries = list(itertools.islice(gen, max_entries))
+        last = len(entries) < max_entries
         size = 0
-        last = True
-        for entry in gen:
-            entries.append(entry)
+        for i, entry in enumerate(entries):
             size += len(entry[0]) + len(entry[1]) + 16
-            if len(entries) >= max_entries or size >= MAX_CHUNK_BYTES:
+            if size >= MAX_CHUNK_BYTES and i + 1 < len(entries):  # the rest goes back in front
+                gen = itertools.chain(entries[i + 1:], gen)
+                del entries[i + 1:]
                 last = False
                 break
         if not last:
@@ -177,13 +178,7 @@ class Worker:
                 last = True
             else:
                 gen = itertools.chain([nxt], gen)
-        w.u8(1 if last else 0).u32(len(entries))
-        if with_expiry:
-            for key, value, expires_at in entries:
-                w.bytes(key).bytes(value).i64(expires_at)
-        else:
-            for key, value in entries:
-                w.bytes(key).bytes(value)
+        w.u8(1 if last else 0).u32(len(entries)).pairs(entries, with_expiry)
         return last, gen
 
     def op_iter_open(self, h, r):
