@@ -566,7 +566,8 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     /** Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs followed the last snapshot. */
     @Override
     public synchronized void doSnapshotMaintenance() {
-        if (stateStoreId == null || closed || conn == null || conn.isBroken() || loadedVersion <= 0) {
+        if (stateStoreId == null || closed || conn == null || conn.isBroken() || serviceStopped()
+                || loadedVersion <= 0) {
             return;
         }
         if (writer != null && writer.isUpdating()) {
@@ -580,6 +581,10 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             snapshot(new StoreMetrics(), written);
         } catch (IOException | RuntimeException e) {
             checkpoint.discard(written);
+            if (serviceStopped()) {
+                LOG.info("Snapshot maintenance of {} skipped: the ttlstate store service has stopped", stateStoreId);
+                return;
+            }
             throw new IllegalStateException("Snapshot maintenance of version " + loadedVersion + " of " + this
                     + " failed", e);
         }
@@ -620,7 +625,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
 
     /** Sends MAINTAIN if the store is open and loaded; a failure is logged, never thrown. */
     private synchronized void maintainStore() {
-        if (closed || conn == null || conn.isBroken() || loadedVersion < 0) {
+        if (closed || conn == null || conn.isBroken() || serviceStopped() || loadedVersion < 0) {
             return;
         }
         try {
@@ -630,8 +635,23 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 return null;
             });
         } catch (RuntimeException e) {
-            LOG.warn("Store maintenance (MAINTAIN) of {} on its worker failed (ignored)", stateStoreId, e);
+            if (serviceStopped()) {  // SparkEnv stopping: the service went first
+                LOG.info("Store maintenance (MAINTAIN) of {} skipped: the ttlstate store service has stopped",
+                        stateStoreId);
+            } else {
+                LOG.warn("Store maintenance (MAINTAIN) of {} on its worker failed (ignored)", stateStoreId, e);
+            }
         }
+    }
+
+    /**
+     * Whether the store service this provider's connection belongs to is gone: stopped with
+     * its SparkEnv (Spark's maintenance thread still holds the providers of a stopped session)
+     * or exited. Then nothing is left to maintain or close on a worker.
+     */
+    private boolean serviceStopped() {
+        WorkerConnection c = conn;
+        return c != null && !c.service().isUsable();
     }
 
     /** CLOSEs the store on its worker (deleting its local files) and the connection; idempotent. */
@@ -654,7 +674,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             }
         }
         if (conn != null) {
-            if (!conn.isBroken()) {
+            if (!conn.isBroken() && !serviceStopped()) {  // a stopped service deleted its stores' files
                 try {
                     conn.call(FrameWriter.request(Op.CLOSE, storeHandle).bool(true));
                 } catch (RuntimeException e) {
