@@ -90,6 +90,22 @@ def test_the_cache_stays_within_its_budget(js, tmp_path):
     assert m["ttlstateCacheMisses"] > 0 and m["ttlstateCacheHits"] + m["ttlstateCacheMisses"] == keys
 
 
+def test_a_busy_store_uses_what_an_idle_one_leaves_of_the_budget(js, tmp_path):
+    # two stores with one budget: an equal share would be half of it each
+    budget, keys = 64 * 1024, 2000  # the busy store's 2,000 values need about 4x the budget
+    conf = js.store_conf(**{PREFIX + "cache.maxBytes": str(budget)})
+    idle = _commit_keys(js, js.provider(new_root(tmp_path), conf=conf), 0, range(10))
+    busy_p = js.provider(new_root(tmp_path), conf=conf)
+    _commit_keys(js, busy_p, 0, range(keys))  # the warm-up after it fills at most a share
+    busy = js.get_store(busy_p, 1)
+    assert all(js.get(busy, "k", i) == i for i in range(keys))  # values read are remembered
+    filter_bytes = 1024 * 16 // 8  # one filter stage of 1,024 keys
+    idle_bytes = js.custom_metrics(idle)["ttlstateCacheBytes"]
+    busy_bytes = js.custom_metrics(busy)["ttlstateCacheBytes"]
+    assert busy_bytes - 3 * filter_bytes > budget // 2  # more than an equal share of values
+    assert idle_bytes + busy_bytes <= budget + 4 * filter_bytes  # together within the budget
+
+
 def test_a_cached_value_is_never_served_after_it_expired(js, tmp_path):
     root = new_root(tmp_path / "ckpt")
     p = js.provider(root, conf=js.store_conf(**{PREFIX + "ttl": "1s",

@@ -3,7 +3,6 @@ package io.ttlstate.spark;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -18,9 +17,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * on read, incremental cleanup, compaction filter, full-snapshot purge), and every cached
  * value carries its expiry time, so a cached value is never served after it expired.
  *
- * <p>All caches of the JVM share one budget ({@code cache.maxBytes}): each evicts its least
- * recently used values while it holds more than its share (the budget divided by the open
- * caches). Thread-safe.
+ * <p>All caches of the JVM with the same budget ({@code cache.maxBytes}) share it: a cache
+ * may grow while the caches together hold less than the budget, and one that writes while
+ * they hold more evicts its own least recently used values until they fit again, so busy
+ * stores use what idle ones leave (a store's values go when its provider closes). The
+ * warm-up after a load fills at most an equal share (the budget divided by the open caches
+ * with it), so the first store loaded does not take the budget from the others. Thread-safe.
  */
 final class StoreView {
     /** Expiry time of a value without TTL. */
@@ -30,10 +32,14 @@ final class StoreView {
     /** The answer "the filter says this version does not hold the key". */
     static final Cached ABSENT = new Cached(new byte[0], new byte[0], 0);
 
-    private static final Set<StoreView> OPEN = ConcurrentHashMap.newKeySet();
-    private static final AtomicLong TOTAL_BYTES = new AtomicLong();
+    /** Bytes held and caches open, per budget: caches with one budget share it. */
+    private static final Map<Long, AtomicLong> HELD = new ConcurrentHashMap<>();
+    private static final Map<Long, AtomicLong> OPEN_PER_BUDGET = new ConcurrentHashMap<>();
 
     private final long budgetBytes;
+    /** Bytes held by all caches with this budget. */
+    private final AtomicLong held;
+    private final AtomicLong openWithBudget;
     private final boolean useFilter;
     private final LinkedHashMap<KeyBytes, Cached> values = new LinkedHashMap<>(256, 0.75f, true);
     private long version = -1;
@@ -45,8 +51,10 @@ final class StoreView {
     /** A view with {@code budgetBytes} for the whole JVM (0: no cache) and, if asked, a filter. */
     StoreView(long budgetBytes, boolean useFilter) {
         this.budgetBytes = Math.max(0, budgetBytes);
+        this.held = HELD.computeIfAbsent(this.budgetBytes, b -> new AtomicLong());
+        this.openWithBudget = OPEN_PER_BUDGET.computeIfAbsent(this.budgetBytes, b -> new AtomicLong());
+        this.openWithBudget.incrementAndGet();
         this.useFilter = useFilter;
-        OPEN.add(this);
     }
 
     /** A cached value (also the map's key: equal by key bytes) with its expiry time. */
@@ -134,11 +142,7 @@ final class StoreView {
         for (Map.Entry<KeyBytes, byte[]> w : writes.entrySet()) {
             byte[] key = w.getKey().bytes;
             if (w.getValue() == removed) {
-                Cached old = values.remove(w.getKey());
-                if (old != null) {
-                    bytes -= old.bytes();
-                    TOTAL_BYTES.addAndGet(-old.bytes());
-                }
+                remove(w.getKey());
             } else {
                 insert(new Cached(key, w.getValue(), expiresAt));
                 if (filter != null) {
@@ -196,8 +200,7 @@ final class StoreView {
                 return;
             }
             eldest.remove();
-            bytes -= e.bytes();
-            TOTAL_BYTES.addAndGet(-e.bytes());
+            account(-e.bytes());
         }
     }
 
@@ -226,20 +229,17 @@ final class StoreView {
 
     /** Whether a scan may still add values without evicting any (warm-up stops there). */
     synchronized boolean hasRoomFor(long entryBytes) {
-        return bytes + entryBytes <= share();
+        return bytes + entryBytes <= share() && held.get() + entryBytes <= budgetBytes;
     }
 
     synchronized void close() {
         clearValues();
         filter = null;
         version = -1;
+        if (!closed) {
+            openWithBudget.decrementAndGet();
+        }
         closed = true;
-        OPEN.remove(this);
-    }
-
-    /** Bytes held by all caches of this JVM. */
-    static long totalBytes() {
-        return TOTAL_BYTES.get();
     }
 
     synchronized long bytes() {
@@ -250,8 +250,9 @@ final class StoreView {
         return filter == null ? 0 : filter.bytes();
     }
 
+    /** The budget divided by the open caches with this budget. */
     private long share() {
-        return budgetBytes / Math.max(1, OPEN.size());
+        return budgetBytes / Math.max(1, openWithBudget.get());
     }
 
     private void insert(Cached c) {
@@ -259,30 +260,30 @@ final class StoreView {
             return;
         }
         Cached old = values.put(c, c);
-        long delta = c.bytes() - (old == null ? 0 : old.bytes());
-        bytes += delta;
-        TOTAL_BYTES.addAndGet(delta);
-        long share = share();
+        account(c.bytes() - (old == null ? 0 : old.bytes()));
         Iterator<Cached> eldest = values.values().iterator();
-        while (bytes > share && eldest.hasNext()) {
+        while (held.get() > budgetBytes && eldest.hasNext()) {
             Cached e = eldest.next();
             eldest.remove();
-            bytes -= e.bytes();
-            TOTAL_BYTES.addAndGet(-e.bytes());
+            account(-e.bytes());
         }
     }
 
     private void remove(KeyBytes key) {
         Cached c = values.remove(key);
         if (c != null) {
-            bytes -= c.bytes();
-            TOTAL_BYTES.addAndGet(-c.bytes());
+            account(-c.bytes());
         }
     }
 
     private void clearValues() {
-        TOTAL_BYTES.addAndGet(-bytes);
-        bytes = 0;
+        account(-bytes);
         values.clear();
+    }
+
+    /** Adds {@code delta} bytes to this cache's and its budget's totals. */
+    private void account(long delta) {
+        bytes += delta;
+        held.addAndGet(delta);
     }
 }
