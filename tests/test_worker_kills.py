@@ -78,7 +78,9 @@ class Killer(threading.Thread):
 
     def run(self):
         killed_at = -1
-        while not self.stop.wait(self.rng.uniform(0.3, 2.0)):
+        # short random waits: a run of a few small batches can end within a couple of seconds
+        # (CI once saw a whole run pass before a first wait of up to 2 s ended, and no kill)
+        while not self.stop.wait(self.rng.uniform(0.05, 0.8)):
             done = self.done_batches()
             workers = cl.session_worker_pids(self.spark)
             if workers and done > killed_at:
