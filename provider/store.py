@@ -858,16 +858,14 @@ class Txn:
         """
         base = _sorted_prefixed(self.shadow, prefix)
         staged = _sorted_prefixed(self.overlay, prefix)
-        if not base and not staged:  # the database alone (direct or untouched transactions)
-            merged = _db_items(self.store.db, prefix, ())
-            if not self.ttl_ms:  # its values are the stored bytes, none removed
-                yield from (((k, v, MAX_TS) for k, v in merged) if with_expiry else merged)
-                return
-        else:
-            base_iter = _db_items(self.store.db, prefix, {k for k, _ in base})
+        merged = _db_items(self.store.db, prefix, {k for k, _ in base})
+        if base or staged:  # merge in what the transaction holds besides the database
             staged_keys = {k for k, _ in staged}
-            committed = heapq.merge(base_iter, base, key=_first)
+            committed = heapq.merge(merged, base, key=_first)
             merged = heapq.merge((kv for kv in committed if kv[0] not in staged_keys), staged, key=_first)
+        elif not self.ttl_ms:  # the database alone: its values are the stored bytes, none removed
+            yield from (((k, v, MAX_TS) for k, v in merged) if with_expiry else merged)
+            return
         if not self.ttl_ms:
             for key, value in merged:
                 if value is not None:
@@ -971,7 +969,7 @@ def _sorted_prefixed(d: dict, prefix: bytes) -> list:
     return sorted(d.items())
 
 
-def _db_items(db: Rdict, prefix: bytes, skip) -> Iterator[tuple[bytes, bytes]]:
+def _db_items(db: Rdict, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes, bytes]]:
     if not prefix and not skip:  # rocksdict's own iterator: no Python step per entry
         yield from db.items()
         return

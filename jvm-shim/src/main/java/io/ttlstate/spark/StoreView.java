@@ -32,14 +32,16 @@ final class StoreView {
     /** The answer "the filter says this version does not hold the key". */
     static final Cached ABSENT = new Cached(new byte[0], new byte[0], 0);
 
-    /** Bytes held and caches open, per budget: caches with one budget share it. */
-    private static final Map<Long, AtomicLong> HELD = new ConcurrentHashMap<>();
-    private static final Map<Long, AtomicLong> OPEN_PER_BUDGET = new ConcurrentHashMap<>();
+    /** The caches with one budget share it: its bytes held and caches open, per budget. */
+    private static final class Budget {
+        final AtomicLong held = new AtomicLong();
+        final AtomicLong open = new AtomicLong();
+    }
+
+    private static final Map<Long, Budget> BUDGETS = new ConcurrentHashMap<>();
 
     private final long budgetBytes;
-    /** Bytes held by all caches with this budget. */
-    private final AtomicLong held;
-    private final AtomicLong openWithBudget;
+    private final Budget shared;
     private final boolean useFilter;
     private final LinkedHashMap<KeyBytes, Cached> values = new LinkedHashMap<>(256, 0.75f, true);
     private long version = -1;
@@ -51,9 +53,8 @@ final class StoreView {
     /** A view with {@code budgetBytes} for the whole JVM (0: no cache) and, if asked, a filter. */
     StoreView(long budgetBytes, boolean useFilter) {
         this.budgetBytes = Math.max(0, budgetBytes);
-        this.held = HELD.computeIfAbsent(this.budgetBytes, b -> new AtomicLong());
-        this.openWithBudget = OPEN_PER_BUDGET.computeIfAbsent(this.budgetBytes, b -> new AtomicLong());
-        this.openWithBudget.incrementAndGet();
+        this.shared = BUDGETS.computeIfAbsent(this.budgetBytes, b -> new Budget());
+        this.shared.open.incrementAndGet();
         this.useFilter = useFilter;
     }
 
@@ -229,7 +230,7 @@ final class StoreView {
 
     /** Whether a scan may still add values without evicting any (warm-up stops there). */
     synchronized boolean hasRoomFor(long entryBytes) {
-        return bytes + entryBytes <= share() && held.get() + entryBytes <= budgetBytes;
+        return bytes + entryBytes <= share() && shared.held.get() + entryBytes <= budgetBytes;
     }
 
     synchronized void close() {
@@ -237,7 +238,7 @@ final class StoreView {
         filter = null;
         version = -1;
         if (!closed) {
-            openWithBudget.decrementAndGet();
+            shared.open.decrementAndGet();
         }
         closed = true;
     }
@@ -252,7 +253,7 @@ final class StoreView {
 
     /** The budget divided by the open caches with this budget. */
     private long share() {
-        return budgetBytes / Math.max(1, openWithBudget.get());
+        return budgetBytes / Math.max(1, shared.open.get());
     }
 
     private void insert(Cached c) {
@@ -262,7 +263,7 @@ final class StoreView {
         Cached old = values.put(c, c);
         account(c.bytes() - (old == null ? 0 : old.bytes()));
         Iterator<Cached> eldest = values.values().iterator();
-        while (held.get() > budgetBytes && eldest.hasNext()) {
+        while (shared.held.get() > budgetBytes && eldest.hasNext()) {
             Cached e = eldest.next();
             eldest.remove();
             account(-e.bytes());
@@ -284,6 +285,6 @@ final class StoreView {
     /** Adds {@code delta} bytes to this cache's and its budget's totals. */
     private void account(long delta) {
         bytes += delta;
-        held.addAndGet(delta);
+        shared.held.addAndGet(delta);
     }
 }
