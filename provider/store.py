@@ -570,6 +570,41 @@ def _without_write_time(key: bytes, value: bytes) -> bytes:
     return value[:-_DB_TTL_SUFFIX]
 
 
+def _write_keyed_records(db: Rdict, records) -> int:
+    """Write keyed records into `db` in one WriteBatch; returns the change in the key count.
+    A record without a presence hint (the JVM did not know) looks the key up: in the
+    records before it, else in the database."""
+    delta = 0
+    batch = WriteBatch(raw_mode=True)
+    written: dict[bytes, bool] = {}  # key: present after the records so far
+    for kind, key, value in records:
+        if kind == RECORD_PUT_NEW:
+            delta += 1
+            batch.put(key, value)
+            written[key] = True
+        elif kind == RECORD_PUT_OVER:
+            batch.put(key, value)
+            written[key] = True
+        elif kind == RECORD_REMOVE_PRESENT:
+            delta -= 1
+            batch.delete(key)
+            written[key] = False
+        else:  # RECORD_PUT or RECORD_REMOVE: is the key there?
+            present = written.get(key)
+            if present is None:
+                present = db.get(key) is not None
+            if kind == RECORD_PUT:
+                delta += not present
+                batch.put(key, value)
+                written[key] = True
+            elif present:
+                delta -= 1
+                batch.delete(key)
+                written[key] = False
+    db.write(batch)
+    return delta
+
+
 class Txn:
     """An uncommitted version over the committed version it began at.
 
@@ -710,24 +745,7 @@ class Txn:
         TTL that writes into the database copies those bytes into its changelog as they are
         (its stored values are the callers' values)."""
         if self.direct and not self.ttl_ms and encoded is not None:
-            db = self.store.db
-            delta = 0
-            for kind, key, value in records:
-                if kind == RECORD_PUT_NEW:
-                    delta += 1
-                    db[key] = value
-                elif kind == RECORD_PUT_OVER:
-                    db[key] = value
-                elif kind == RECORD_REMOVE_PRESENT:
-                    delta -= 1
-                    del db[key]
-                elif kind == RECORD_PUT:
-                    delta += db.get(key) is None
-                    db[key] = value
-                elif db.get(key) is not None:  # RECORD_REMOVE
-                    delta -= 1
-                    del db[key]
-            self.key_delta += delta
+            self.key_delta += _write_keyed_records(self.store.db, records)
             if self.changelog is not None:
                 self.changelog.add_encoded(encoded, len(records))
             return
@@ -853,19 +871,23 @@ class Txn:
         `(key, value, expiresAt)` with `with_expiry`.
 
         The overlay and shadow are copied and the RocksDB iterator pins the database as
-        of its creation, so later writes (this transaction's or a concurrent commit) do
-        not disturb the iteration (the RocksDB provider's behaviour).
+        of this call, so later writes (this transaction's or a concurrent commit) do not
+        disturb the iteration (the RocksDB provider's behaviour).
         """
         base = _sorted_prefixed(self.shadow, prefix)
         staged = _sorted_prefixed(self.overlay, prefix)
         merged = _db_items(self.store.db, prefix, {k for k, _ in base})
+        if not base and not staged and not self.ttl_ms:
+            # the database alone, its values are the stored bytes: no Python step per entry
+            return ((k, v, MAX_TS) for k, v in merged) if with_expiry else merged
         if base or staged:  # merge in what the transaction holds besides the database
             staged_keys = {k for k, _ in staged}
             committed = heapq.merge(merged, base, key=_first)
             merged = heapq.merge((kv for kv in committed if kv[0] not in staged_keys), staged, key=_first)
-        elif not self.ttl_ms:  # the database alone: its values are the stored bytes, none removed
-            yield from (((k, v, MAX_TS) for k, v in merged) if with_expiry else merged)
-            return
+        return self._visible_entries(merged, with_expiry)
+
+    def _visible_entries(self, merged, with_expiry: bool) -> Iterator[tuple]:
+        """The entries of `iterate` from merged (key, stored or None) pairs."""
         if not self.ttl_ms:
             for key, value in merged:
                 if value is not None:
@@ -970,10 +992,15 @@ def _sorted_prefixed(d: dict, prefix: bytes) -> list:
 
 
 def _db_items(db: Rdict, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """The database's (key, value) pairs under `prefix`, without the keys in `skip`; the
+    RocksDB iterator is created at the call."""
     if not prefix and not skip:  # rocksdict's own iterator: no Python step per entry
-        yield from db.items()
-        return
+        return db.items()
     it = db.iter()
+    return _db_items_of(it, prefix, skip)
+
+
+def _db_items_of(it, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes, bytes]]:
     if prefix:
         it.seek(prefix)
     else:

@@ -116,6 +116,15 @@ class Client:
                 w.u8(p.RECORD_PUT).bytes(key).bytes(value)
         self.send(w)
 
+    def write_records(self, txn: int, records):
+        """WRITE_BATCH of `(kind, key, value)` records: the JVM's presence hints included."""
+        w = p.request(p.WRITE_BATCH, txn).u32(len(records))
+        for kind, key, value in records:
+            w.u8(kind).bytes(key)
+            if kind not in (p.RECORD_REMOVE, p.RECORD_REMOVE_PRESENT):
+                w.bytes(value)
+        self.send(w)
+
     def get(self, txn: int, key: bytes):
         return self.lookup(txn, key)[0]
 

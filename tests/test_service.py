@@ -48,6 +48,32 @@ def test_wrong_token_and_missing_hello_are_refused(svc):
     assert s.recv(4096) == b""  # closed
 
 
+def test_hinted_and_unhinted_records_in_one_batch_count_keys_exactly(svc, tmp_path):
+    """A write transaction writes into RocksDB in batches; a record without a presence hint
+    must see the records before it in the same WRITE_BATCH."""
+    c, h = _store(svc)
+    t = c.begin(h, 0)
+    c.write_records(t, [(p.RECORD_PUT_NEW, b"a", b"1"), (p.RECORD_PUT_NEW, b"b", b"2"),
+                        (p.RECORD_PUT_OVER, b"a", b"1x"), (p.RECORD_REMOVE_PRESENT, b"b", None),
+                        (p.RECORD_PUT, b"b", b"2x"), (p.RECORD_PUT, b"b", b"2y"),
+                        (p.RECORD_REMOVE, b"a", None), (p.RECORD_REMOVE, b"a", None),
+                        (p.RECORD_REMOVE, b"zz", None), (p.RECORD_PUT_NEW, b"c", b"3")])
+    assert c.stats(t)[0] == 2
+    assert c.get(t, b"a") is None and c.get(t, b"b") == b"2y"
+    c.commit(t, 1, str(tmp_path / "1.changelog"))
+    t = c.begin(h, 1)
+    c.write_records(t, [(p.RECORD_REMOVE_PRESENT, b"c", None), (p.RECORD_PUT, b"c", b"3x"),
+                        (p.RECORD_PUT, b"d", b"4")])
+    assert c.stats(t)[0] == 3
+    c.commit(t, 2, str(tmp_path / "2.changelog"))
+    # the changelogs replay to the same state in a fresh store
+    c2, h2 = _store(svc, "replayed")
+    assert c2.load(h2, 2, changelogs=[(1, str(tmp_path / "1.changelog")),
+                                      (2, str(tmp_path / "2.changelog"))]) == 3
+    t2 = c2.begin(h2, 2, read_only=True)
+    assert c2.items(t2) == [(b"b", b"2y"), (b"c", b"3x"), (b"d", b"4")]
+
+
 def test_read_your_writes_num_keys_and_commit(svc, tmp_path):
     c, h = _store(svc)
     t = c.begin(h, 0)
