@@ -108,13 +108,9 @@ class Client:
         return self.call(p.request(p.BEGIN, store).i64(version).u8(read_only).i64(batch_ts)).u32()
 
     def write(self, txn: int, records):
-        w = p.request(p.WRITE_BATCH, txn).u32(len(records))
-        for key, value in records:
-            if value is None:
-                w.u8(p.RECORD_REMOVE).bytes(key)
-            else:
-                w.u8(p.RECORD_PUT).bytes(key).bytes(value)
-        self.send(w)
+        """WRITE_BATCH of `(key, value)` puts and `(key, None)` removes, without hints."""
+        self.write_records(txn, [(p.RECORD_PUT, k, v) if v is not None else (p.RECORD_REMOVE, k, None)
+                                 for k, v in records])
 
     def write_records(self, txn: int, records):
         """WRITE_BATCH of `(kind, key, value)` records: the JVM's presence hints included."""

@@ -76,6 +76,21 @@ def files_per_batch(checkpoint: pathlib.Path) -> dict[int, list[str]]:
     return result
 
 
+def hdfs_run_over_the_same_batches(spark, checkpoint: pathlib.Path, events: list[list[dict]],
+                                   work: pathlib.Path) -> tuple[dict[int, list[str]], st.RunResult]:
+    """The files each batch of the query at `checkpoint` read (every input file exactly
+    once, in order: asserted) and an undisturbed HDFS run over the same batches (each
+    batch's files as one file, one file per batch)."""
+    grouping = files_per_batch(checkpoint)
+    read_in_order = [n for b in sorted(grouping) for n in grouping[b]]
+    assert read_in_order == [f"part-{i:03d}.json" for i in range(len(events))], grouping
+    grouped_events = [[row for n in grouping[b] for row in events[int(n[5:8])]]
+                      for b in sorted(grouping)]
+    st.write_files(work / "in-ref", grouped_events)
+    return grouping, st.run_query(spark, st.HDFS, st.agg_by_key_bucket, "update",
+                                  work / "in-ref", work / "ck-ref", sink="foreach_batch")
+
+
 def read_output(out: pathlib.Path) -> dict[int, list[tuple]]:
     return {int(f.stem.split("-")[1]): st.sort_rows(pickle.loads(f.read_bytes()))
             for f in out.glob("batch-*.pkl")}
@@ -126,16 +141,8 @@ def test_driver_killed_mid_batch_changes_no_output(spark, candidate, tmp_path):
         pytest.fail(f"the query did not complete after {len(kills)} kills")
     mid_batch = [k for k in kills if k["batch"] is not None]
     assert len(mid_batch) >= KILLS, f"only {len(mid_batch)} of {len(kills)} kills were mid-batch"
-    grouping = files_per_batch(ck)
-    read_in_order = [n for b in sorted(grouping) for n in grouping[b]]
-    assert read_in_order == [f"part-{i:03d}.json" for i in range(N_FILES)], grouping
+    grouping, reference = hdfs_run_over_the_same_batches(spark, ck, events, tmp_path)
     merged = {b: names for b, names in grouping.items() if len(names) != 1}
-    # The undisturbed HDFS run reads one file per batch: each batch's files as one file.
-    grouped_events = [[row for n in grouping[b] for row in events[int(n[5:8])]]
-                      for b in sorted(grouping)]
-    st.write_files(tmp_path / "in-ref", grouped_events)
-    reference = st.run_query(spark, st.HDFS, st.agg_by_key_bucket, "update",
-                             tmp_path / "in-ref", tmp_path / "ck-ref", sink="foreach_batch")
     assert read_output(out) == reference.batches
     print(f"\n{len(kills)} driver kills ({len(mid_batch)} mid-batch, in batches "
           f"{[k['batch'] for k in mid_batch]}); batches Spark's file source planned over "
@@ -161,14 +168,8 @@ def test_kill_between_source_log_and_offset_log_merges_batches_but_changes_no_re
          "batchId": 3}))
     second = st.run_query(spark, candidate, st.agg_by_key_bucket, "update", inp, ck,
                           sink="foreach_batch")
-    grouping = files_per_batch(ck)
+    grouping, reference = hdfs_run_over_the_same_batches(spark, ck, events, tmp_path)
     assert grouping[3] == ["part-003.json", "part-004.json"], grouping
-    assert [n for b in sorted(grouping) for n in grouping[b]] == \
-        [f"part-{i:03d}.json" for i in range(6)]
-    st.write_files(tmp_path / "in-ref", [events[0], events[1], events[2],
-                                         events[3] + events[4], events[5]])
-    reference = st.run_query(spark, st.HDFS, st.agg_by_key_bucket, "update",
-                             tmp_path / "in-ref", tmp_path / "ck-ref", sink="foreach_batch")
     assert {**first.batches, **second.batches} == reference.batches
 
 

@@ -320,7 +320,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
 
     /** Makes sure there is a healthy connection with the store OPEN on it. */
     private void ensureOpen(StoreMetrics metrics) {
-        if (conn != null && !conn.isBroken() && conn.service().isUsable()) {
+        if (connectionUsable()) {
             return;
         }
         dropConnection();
@@ -566,8 +566,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     /** Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs followed the last snapshot. */
     @Override
     public synchronized void doSnapshotMaintenance() {
-        if (stateStoreId == null || closed || conn == null || conn.isBroken() || serviceStopped()
-                || loadedVersion <= 0) {
+        if (stateStoreId == null || closed || !connectionUsable() || loadedVersion <= 0) {
             return;
         }
         if (writer != null && writer.isUpdating()) {
@@ -625,7 +624,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
 
     /** Sends MAINTAIN if the store is open and loaded; a failure is logged, never thrown. */
     private synchronized void maintainStore() {
-        if (closed || conn == null || conn.isBroken() || serviceStopped() || loadedVersion < 0) {
+        if (closed || !connectionUsable() || loadedVersion < 0) {
             return;
         }
         try {
@@ -642,6 +641,12 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 LOG.warn("Store maintenance (MAINTAIN) of {} on its worker failed (ignored)", stateStoreId, e);
             }
         }
+    }
+
+    /** Whether there is a connection, not broken, to a store service that still runs. */
+    private boolean connectionUsable() {
+        WorkerConnection c = conn;
+        return c != null && !c.isBroken() && c.service().isUsable();
     }
 
     /**
@@ -674,7 +679,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
             }
         }
         if (conn != null) {
-            if (!conn.isBroken() && !serviceStopped()) {  // a stopped service deleted its stores' files
+            if (connectionUsable()) {  // a stopped service deleted its stores' files
                 try {
                     conn.call(FrameWriter.request(Op.CLOSE, storeHandle).bool(true));
                 } catch (RuntimeException e) {
