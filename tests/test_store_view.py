@@ -181,3 +181,94 @@ def test_latency_tracking_reports_percentiles_of_sampled_accesses(js, tmp_path):
             assert m["ttlstateLatencyCommitMaxMs"] == m["ttlstateCommitMs"]
         else:
             assert all(m[n] == 0 for n in names), m
+
+
+# -- iterators served from a complete view (no worker) -----------------------------------
+
+def _walk_removing(js, store, drop):
+    """Iterates `store` as Spark's watermark eviction does: removes entries while it walks."""
+    seen = {}
+    it = store.iterator("default")
+    while it.hasNext():
+        pair = it.next()
+        k, v = js.decode_key(pair.key()), js.decode_value(pair.value())
+        seen[k] = v
+        if drop(k):
+            store.remove(pair.key(), "default")
+    return seen
+
+
+def test_iterating_a_version_the_view_holds_entirely_needs_no_worker(js, tmp_path):
+    root = new_root(tmp_path)
+    p = js.provider(root)
+    _commit_keys(js, p, 0, range(300))  # an empty version grown by this provider: complete
+    s = js.get_store(p, 1)
+    js.put(s, "k", 1000, 1)  # the open transaction's own write is part of what it iterates
+    before = js.custom_metrics(s)["ttlstateRoundTrips"]
+    seen = _walk_removing(js, s, lambda k: k[1] % 2 == 0)
+    expected = {("k", i): i for i in range(300)} | {("k", 1000): 1}
+    assert seen == expected
+    m = js.custom_metrics(s)
+    assert m["ttlstateResidentScans"] == 1
+    assert m["ttlstateRoundTrips"] - before <= 1, m  # the metrics' STATS only
+    kept = {k: v for k, v in expected.items() if k[1] % 2}
+    assert js.data(s) == kept  # the removes made while walking are visible to the next iterator
+    assert s.commit() == 2
+    assert js.data(js.get_store(js.provider(root), 2)) == kept  # the worker wrote what the JVM iterated
+
+
+def test_an_iterator_sees_its_transaction_as_it_was_when_first_used(js, tmp_path):
+    p = js.provider(new_root(tmp_path))
+    _commit_keys(js, p, 0, range(5))
+    s = js.get_store(p, 1)
+    it = s.iterator("default")
+    js.put(s, "k", 7, 7)  # before the first hasNext: seen, as on the worker (ITER_OPEN at first use)
+    first = it.hasNext()
+    js.put(s, "k", 8, 8)  # after it: not seen
+    assert first and js.pairs(it) == {("k", i): i for i in (0, 1, 2, 3, 4, 7)}
+    assert js.custom_metrics(s)["ttlstateResidentScans"] == 1
+
+
+def test_a_transaction_beside_another_overlays_its_writes_on_the_view(js, tmp_path):
+    p = js.provider(new_root(tmp_path))
+    _commit_keys(js, p, 0, range(10))
+    read = p.getReadStore(1, js.none)  # open beside the writer: the writer keeps an overlay
+    write = js.get_store(p, 1)
+    js.put(write, "k", 3, 33)
+    js.remove(write, "k", 4)
+    js.put(write, "k", 20, 20)
+    expected = {("k", i): i for i in range(10) if i != 4} | {("k", 3): 33, ("k", 20): 20}
+    assert js.data(write) == expected
+    assert js.data(read) == {("k", i): i for i in range(10)}
+    assert js.custom_metrics(write)["ttlstateResidentScans"] == 1
+    assert write.commit() == 2
+    assert js.data(js.get_store(p, 2)) == expected
+
+
+def test_a_view_that_lost_a_value_iterates_through_the_worker(js, tmp_path):
+    budget = 32 * 1024  # about 250 of the 2,000 values fit
+    root = new_root(tmp_path)
+    p = js.provider(root, conf=js.store_conf(**{PREFIX + "cache.maxBytes": str(budget)}))
+    _commit_keys(js, p, 0, range(2000))
+    s = js.get_store(p, 1)
+    assert js.data(s) == {("k", i): i for i in range(2000)}
+    assert js.custom_metrics(s)["ttlstateResidentScans"] == 0
+    # a fresh provider whose warm-up reads the whole version into its cache is complete again
+    fresh = js.provider(root)
+    s = js.get_store(fresh, 1)
+    assert js.data(s) == {("k", i): i for i in range(2000)}
+    assert js.get(s, "k", 5000) is None
+    m = js.custom_metrics(s)
+    assert m["ttlstateResidentScans"] == 1 and m["ttlstateCheckpointLoads"] == 1
+    assert m["ttlstateCacheMisses"] == 0  # a complete view answers absent keys without its filter
+
+
+def test_ttl_stores_iterate_through_the_worker(js, tmp_path):
+    root = new_root(tmp_path / "ckpt")
+    p = js.provider(root, conf=js.store_conf(**{PREFIX + "ttl": "1s"}))
+    offsets(root, 0, 10_000)
+    _commit_keys(js, p, 0, range(10))
+    offsets(root, 1, 10_500)
+    s = js.get_store(p, 1)
+    assert js.data(s) == {("k", i): i for i in range(10)}
+    assert js.custom_metrics(s)["ttlstateResidentScans"] == 0

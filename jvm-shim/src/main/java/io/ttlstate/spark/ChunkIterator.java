@@ -18,12 +18,18 @@ import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
  * <p>ITER_OPEN is sent when the iterator is first used, not when it is created: Spark creates
  * iterators it never reads (deduplication's eviction iterator without a watermark), and the
  * worker reads a whole chunk at ITER_OPEN, which with TTL removes the expired entries in it.
- * The iterator sees the transaction as it is when opened.
+ * The iterator sees the transaction as it is when opened. When the JVM's view holds the whole
+ * version, opening takes a copy of it instead and the worker is never asked.
  */
 final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPair> implements Closeable {
     private final WorkerConnection conn;
     /** Sends ITER_OPEN and returns the reply positioned at the iterator handle; null once opened. */
     private Supplier<FrameReader> opener;
+    /**
+     * Asked first when opening: every entry as {keys, values} if the JVM holds them (the
+     * view's copy of a complete version), else null and the worker is asked; may be null.
+     */
+    private final Supplier<byte[][][]> resident;
     private long iterHandle;
     private final int chunkEntries;
     private final KeyCodec codec;
@@ -38,9 +44,10 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     private boolean closed;
     private Runnable onEnd;
 
-    ChunkIterator(WorkerConnection conn, Supplier<FrameReader> opener, int chunkEntries,
-                  KeyCodec codec, int numValueFields, StoreMetrics metrics) {
+    ChunkIterator(WorkerConnection conn, Supplier<byte[][][]> resident, Supplier<FrameReader> opener,
+                  int chunkEntries, KeyCodec codec, int numValueFields, StoreMetrics metrics) {
         this.conn = conn;
+        this.resident = resident;
         this.opener = opener;
         this.chunkEntries = chunkEntries;
         this.codec = codec;
@@ -52,6 +59,16 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     /** Opens the worker's iterator and reads the first chunk, unless done already or closed. */
     private void ensureOpened() {
         if (opener == null || closed) {
+            return;
+        }
+        byte[][][] held = resident == null ? null : resident.get();
+        if (held != null) {
+            opener = null;
+            keys = held[0];
+            values = held[1];
+            idx = 0;
+            last = true;
+            runOnEnd();
             return;
         }
         FrameReader r = opener.get();

@@ -7,7 +7,8 @@ import io.ttlstate.spark.protocol.Op;
 /**
  * After a load from the checkpoint, reads every visible entry of the loaded version once
  * (one read transaction, ITER_OPEN with expiry times) to build the view's key filter and to
- * warm its value cache while the cache has room.
+ * warm its value cache while the cache has room. A version that fits entirely leaves the view
+ * complete, so its reads and iterators need no worker ({@link StoreView#entriesIfComplete}).
  */
 final class KeyScan {
     private static final int CHUNK_ENTRIES = 8192;
@@ -25,16 +26,18 @@ final class KeyScan {
                     .u32(CHUNK_ENTRIES).u8(Op.ITER_PAIRS_WITH_EXPIRY));
             long iter = RemoteTxn.checked(r::u32);
             long read = 0;
+            boolean rememberedAll = true;
             while (true) {
                 Chunk c = readChunk(r, filter, view, version);
                 read += c.entries;
+                rememberedAll &= c.rememberedAll;
                 if (c.last) {
                     break;
                 }
                 metrics.roundTrip();
                 r = conn.call(FrameWriter.request(Op.ITER_NEXT, iter).u32(CHUNK_ENTRIES));
             }
-            view.filterReady(version, filter);
+            view.filterReady(version, filter, rememberedAll);
             return read;
         } finally {
             txn.abort();
@@ -44,10 +47,12 @@ final class KeyScan {
     private static final class Chunk {
         final boolean last;
         final int entries;
+        final boolean rememberedAll;
 
-        Chunk(boolean last, int entries) {
+        Chunk(boolean last, int entries, boolean rememberedAll) {
             this.last = last;
             this.entries = entries;
+            this.rememberedAll = rememberedAll;
         }
     }
 
@@ -55,6 +60,7 @@ final class KeyScan {
         return RemoteTxn.checked(() -> {
             boolean last = r.bool();
             int n = r.count(16);
+            boolean rememberedAll = true;
             for (int i = 0; i < n; i++) {
                 byte[] key = r.bytes();
                 byte[] value = r.bytes();
@@ -62,10 +68,12 @@ final class KeyScan {
                 filter.add(key);
                 if (view.hasRoomFor(key.length + value.length + StoreView.ENTRY_OVERHEAD)) {
                     view.remember(key, value, expiresAt, version);
+                } else {
+                    rememberedAll = false;
                 }
             }
             r.end();
-            return new Chunk(last, n);
+            return new Chunk(last, n, rememberedAll);
         });
     }
 }

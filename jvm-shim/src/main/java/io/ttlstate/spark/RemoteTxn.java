@@ -292,7 +292,7 @@ final class RemoteTxn {
      */
     ChunkIterator iterate(byte[] prefix, KeyCodec codec, int numValueFields) {
         int chunkEntries = settings.iteratorChunkEntries;
-        ChunkIterator it = new ChunkIterator(conn, () -> {
+        ChunkIterator it = new ChunkIterator(conn, prefix.length == 0 ? this::residentEntries : null, () -> {
             flush();
             return call(FrameWriter.request(Op.ITER_OPEN, handle).bytes(prefix).u32(chunkEntries)
                     .u8(Op.ITER_PAIRS));
@@ -301,6 +301,49 @@ final class RemoteTxn {
             onIteratorCreated.accept(it);
         }
         return it;
+    }
+
+    /**
+     * Every entry this transaction sees, served from the JVM when the view
+     * holds the whole version ({@link StoreView#entriesIfComplete}) and the store has no TTL
+     * (whose reads refresh, expire and count accesses in the worker); else null. A direct
+     * transaction's view already shows its writes; any other's writes overlay the view's copy.
+     * Returns {keys, values}.
+     */
+    private byte[][][] residentEntries() {
+        if (view == null || settings.ttlMs != 0 || ended) {
+            return null;
+        }
+        StoreView.Cached[] entries = view.entriesIfComplete(version);
+        if (entries == null) {
+            return null;
+        }
+        boolean overlay = !direct && !written.isEmpty();
+        int n = entries.length + (overlay ? written.size() : 0);
+        byte[][] keys = new byte[n][];
+        byte[][] values = new byte[n][];
+        int i = 0;
+        for (StoreView.Cached c : entries) {
+            if (overlay && written.containsKey(c)) {
+                continue; // this transaction's own write follows
+            }
+            keys[i] = c.bytes;
+            values[i++] = c.value;
+        }
+        if (overlay) {
+            for (Map.Entry<KeyBytes, byte[]> w : written.entrySet()) {
+                if (w.getValue() != TOMBSTONE) {
+                    keys[i] = w.getKey().bytes;
+                    values[i++] = w.getValue();
+                }
+            }
+        }
+        if (i < n) {
+            keys = java.util.Arrays.copyOf(keys, i);
+            values = java.util.Arrays.copyOf(values, i);
+        }
+        metrics.residentScans.incrementAndGet();
+        return new byte[][][] {keys, values};
     }
 
     /** STATS after a flush: {numKeys, memoryUsedBytes}; the worker's metrics go to {@link StoreMetrics}. */

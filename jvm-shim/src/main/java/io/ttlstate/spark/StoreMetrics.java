@@ -53,6 +53,9 @@ final class StoreMetrics {
             "ttlstateCacheMisses", "ttlstate: reads the JVM's value cache and key filter could not answer (asked the worker)");
     static final StateStoreCustomMetric FILTER_SKIPS = new StateStoreCustomSumMetric(
             "ttlstateFilterSkips", "ttlstate: reads of absent keys answered by the JVM's key filter");
+    static final StateStoreCustomMetric RESIDENT_SCANS = new StateStoreCustomSumMetric(
+            "ttlstateResidentScans",
+            "ttlstate: iterators served from the JVM's complete copy of the version, without the store worker");
     static final StateStoreCustomMetric CACHE_BYTES = new StateStoreCustomSizeMetric(
             "ttlstateCacheBytes", "ttlstate: heap bytes of the JVM's value cache and key filter of the store", false);
 
@@ -92,7 +95,7 @@ final class StoreMetrics {
 
     static final List<StateStoreCustomMetric> ALL = List.of(
             COMMIT_MS, LOAD_MS, CHECKPOINT_LOADS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, REUSED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
-            CACHE_HITS, CACHE_MISSES, FILTER_SKIPS, CACHE_BYTES,
+            CACHE_HITS, CACHE_MISSES, FILTER_SKIPS, RESIDENT_SCANS, CACHE_BYTES,
             EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS, OPEN_TRANSACTIONS,
             GET_P50, GET_P99, PUT_P50, PUT_P99, COMMIT_MAX);
 
@@ -108,6 +111,7 @@ final class StoreMetrics {
     final AtomicLong cacheHits = new AtomicLong();
     final AtomicLong cacheMisses = new AtomicLong();
     final AtomicLong filterSkips = new AtomicLong();
+    final AtomicLong residentScans = new AtomicLong();
     final AtomicLong cacheBytes = new AtomicLong();
     private final AtomicLongArray worker = new AtomicLongArray(WORKER.size());
     /** This store's own key for {@link #TTL_MS} (see {@link MaxMetric}). */
@@ -148,6 +152,7 @@ final class StoreMetrics {
         cacheHits.addAndGet(other.cacheHits.get());
         cacheMisses.addAndGet(other.cacheMisses.get());
         filterSkips.addAndGet(other.filterSkips.get());
+        residentScans.addAndGet(other.residentScans.get());
     }
 
     /** Milliseconds since {@code startNanos}, rounded up: a step that ran never reports 0. */
@@ -191,6 +196,7 @@ final class StoreMetrics {
         m = m.updated(CACHE_HITS, (Object) cacheHits.get());
         m = m.updated(CACHE_MISSES, (Object) cacheMisses.get());
         m = m.updated(FILTER_SKIPS, (Object) filterSkips.get());
+        m = m.updated(RESIDENT_SCANS, (Object) residentScans.get());
         m = m.updated(CACHE_BYTES, (Object) cacheBytes.get());
         for (int i = 0; i < WORKER.size(); i++) {
             StateStoreCustomMetric key = WORKER.get(i) == TTL_MS ? ttlMsKey : WORKER.get(i);

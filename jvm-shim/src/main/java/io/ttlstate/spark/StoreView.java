@@ -48,6 +48,13 @@ final class StoreView {
     private long bytes;
     /** Keys the version may hold; null while unknown (after a load, until {@link #filterReady}). */
     private KeyFilter filter;
+    /**
+     * Whether {@code values} holds every entry of the version (an empty version, or a warm-up
+     * that read them all, and no eviction since): reads and iterators need no worker then.
+     */
+    private boolean complete;
+    /** A value was evicted since the last {@link #reset}, so a warm-up cannot make the view complete. */
+    private boolean evictedSinceReset;
     private boolean closed;
 
     /** A view with {@code budgetBytes} for the whole JVM (0: no cache) and, if asked, a filter. */
@@ -97,9 +104,11 @@ final class StoreView {
                     return c;
                 }
                 remove(c); // expired: the worker decides (it cleans it up)
+                complete = false; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
+                return null;
             }
         }
-        if (filter != null && !filter.mightContain(key)) {
+        if (complete || (filter != null && !filter.mightContain(key))) {
             return ABSENT;
         }
         return null;
@@ -116,10 +125,28 @@ final class StoreView {
         if (!values.isEmpty() && values.containsKey(new KeyBytes(key))) {
             return Presence.PRESENT;
         }
-        if (filter != null && !filter.mightContain(key)) {
+        if (complete || (filter != null && !filter.mightContain(key))) {
             return Presence.ABSENT;
         }
         return Presence.UNKNOWN;
+    }
+
+    /**
+     * Every entry of {@code atVersion} as it is now, if the view holds them all (see
+     * {@link #complete}), else null. The array is a copy: writes made while the caller walks
+     * it do not disturb it, as a worker iterator sees its transaction as it was when opened.
+     * Order is the cache's (Spark's contract leaves iteration order unspecified for every key
+     * encoding ttlstate serves, and HDFSBackedStateStoreProvider's is a hash map's).
+     */
+    synchronized Cached[] entriesIfComplete(long atVersion) {
+        if (!complete || atVersion != version || closed) {
+            return null;
+        }
+        return values.values().toArray(new Cached[0]);
+    }
+
+    synchronized boolean isComplete() {
+        return complete && !closed;
     }
 
     /** Remembers a value the worker returned for a read at {@code version}. */
@@ -202,6 +229,7 @@ final class StoreView {
             }
             eldest.remove();
             account(-e.bytes());
+            complete = false; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
         }
     }
 
@@ -214,6 +242,8 @@ final class StoreView {
         clearValues();
         version = newVersion;
         filter = useFilter && newVersion >= 0 && numKeys == 0 ? new KeyFilter(0) : null;
+        complete = budgetBytes > 0 && newVersion >= 0 && numKeys == 0 && !closed;
+        evictedSinceReset = false;
     }
 
     /** Whether {@link #reset} left the filter unknown, so the provider should scan the keys. */
@@ -221,10 +251,15 @@ final class StoreView {
         return useFilter && !closed && atVersion == version && filter == null;
     }
 
-    /** A filter of every key of {@code version} (from a scan), and values to warm the cache with. */
-    synchronized void filterReady(long atVersion, KeyFilter scanned) {
+    /**
+     * A filter of every key of {@code version} (from a scan that also warmed the cache);
+     * {@code rememberedAll}: the scan put every entry it read into the cache, so unless one was
+     * evicted meanwhile the view is complete.
+     */
+    synchronized void filterReady(long atVersion, KeyFilter scanned, boolean rememberedAll) {
         if (atVersion == version && !closed) {
             filter = scanned;
+            complete = rememberedAll && budgetBytes > 0 && !evictedSinceReset;
         }
     }
 
@@ -237,6 +272,7 @@ final class StoreView {
         clearValues();
         filter = null;
         version = -1;
+        complete = false;
         if (!closed) {
             shared.open.decrementAndGet();
         }
@@ -267,6 +303,8 @@ final class StoreView {
             Cached e = eldest.next();
             eldest.remove();
             account(-e.bytes());
+            complete = false;
+            evictedSinceReset = true;
         }
     }
 
