@@ -43,7 +43,7 @@ VARIANTS = {
     "hdfs": ("HDFS-backed", HDFS, {}),
 }
 DRIVER_MEMORY = os.environ.get("BENCH_DRIVER_MEMORY", "2g")
-SUMMED_METRICS = ("ttlstateRoundTrips", "ttlstateResidentScans", "ttlstateCacheHits", "ttlstateCacheMisses", "ttlstateFilterSkips",
+SUMMED_METRICS = ("ttlstateRoundTrips", "ttlstateResidentScans", "ttlstatePrefetchedValues", "ttlstateCacheHits", "ttlstateCacheMisses", "ttlstateFilterSkips",
                   "ttlstateExpiredOnRead", "ttlstateExpiredIncremental", "ttlstateExpiredByCompaction")
 
 

@@ -106,27 +106,30 @@ def _dedup_start(spark, root: pathlib.Path, checkpoint: str):
 # -- stream-stream join with watermarks ------------------------------------------------
 
 JOIN_ROWS = _scaled(50_000)  # per side and batch
+JOIN_LARGE_ROWS = _scaled(200_000)  # the join whose state outgrows the JVM's cache (issue 15)
 
 
-def _join_input(root: pathlib.Path) -> None:
-    rng = random.Random(3)
-    pending: list[tuple[int, int]] = []  # impressions whose click comes in the next batch
-    for b in range(BATCHES):
-        imps, clicks, later = [], [], []
-        for j in range(JOIN_ROWS):
-            i = b * JOIN_ROWS + j
-            ts = T0 + 60 * b + rng.randrange(60)
-            imps.append({"imp": i, "its": ts})
-            r = rng.random()
-            if r < 0.3:
-                clicks.append({"clk": i, "cts": ts + rng.randrange(30)})
-            elif r < 0.5:
-                later.append((i, ts))
-        clicks += [{"clk": i, "cts": ts + 60} for i, ts in pending]
-        clicks += [{"clk": -1 - rng.randrange(10**9), "cts": T0 + 60 * b} for _ in range(JOIN_ROWS - len(clicks))]
-        pending = later
-        _write_lines(root / "left" / f"part-{b:03d}.json", imps)
-        _write_lines(root / "right" / f"part-{b:03d}.json", clicks)
+def _join_input(rows: int):
+    def write(root: pathlib.Path) -> None:
+        rng = random.Random(3)
+        pending: list[tuple[int, int]] = []  # impressions whose click comes in the next batch
+        for b in range(BATCHES):
+            imps, clicks, later = [], [], []
+            for j in range(rows):
+                i = b * rows + j
+                ts = T0 + 60 * b + rng.randrange(60)
+                imps.append({"imp": i, "its": ts})
+                r = rng.random()
+                if r < 0.3:
+                    clicks.append({"clk": i, "cts": ts + rng.randrange(30)})
+                elif r < 0.5:
+                    later.append((i, ts))
+            clicks += [{"clk": i, "cts": ts + 60} for i, ts in pending]
+            clicks += [{"clk": -1 - rng.randrange(10**9), "cts": T0 + 60 * b} for _ in range(rows - len(clicks))]
+            pending = later
+            _write_lines(root / "left" / f"part-{b:03d}.json", imps)
+            _write_lines(root / "right" / f"part-{b:03d}.json", clicks)
+    return write
 
 
 def _join_start(spark, root: pathlib.Path, checkpoint: str):
@@ -167,7 +170,10 @@ WORKLOADS = {w.name: w for w in (
     Workload("dropDuplicates", f"withWatermark(2 min).dropDuplicatesWithinWatermark(id), append: {DEDUP_ROWS:,} rows "
              "per batch, 90% new ids, one minute of event time per batch", DEDUP_ROWS, _dedup_input, _dedup_start),
     Workload("join", f"impressions x clicks inner join, watermarks 1 min, clicks within 2 min: "
-             f"{JOIN_ROWS:,} rows per side and batch", 2 * JOIN_ROWS, _join_input, _join_start),
+             f"{JOIN_ROWS:,} rows per side and batch", 2 * JOIN_ROWS, _join_input(JOIN_ROWS), _join_start),
+    Workload("join-large", f"the join at {JOIN_LARGE_ROWS:,} rows per side and batch (state of about "
+             f"{6 * JOIN_LARGE_ROWS:,} keys, beyond the JVM's cache)", 2 * JOIN_LARGE_ROWS,
+             _join_input(JOIN_LARGE_ROWS), _join_start),
     Workload("window", f"groupBy(window(ts, 1 min), k).count(), watermark 1 min, append: "
              f"{WINDOW_ROWS:,} rows per batch over {WINDOW_KEYS:,} keys", WINDOW_ROWS, _window_input,
              _window_start),

@@ -109,7 +109,12 @@ abstract class AbstractTtlStore implements ReadStateStore {
     @Override
     public StateStoreIterator<UnsafeRowPair> iterator(String colFamilyName) {
         checkDefaultColFamily(colFamilyName);
-        return wrap(readTxn().iterate(EMPTY, codec, numValueFields));
+        ChunkIterator it = readTxn().iterate(EMPTY, codec, numValueFields);
+        JoinPrefetch prefetch = provider.joinPrefetch(codec);
+        if (prefetch != null) {
+            it.onBlock(prefetch);
+        }
+        return wrap(it);
     }
 
     @Override

@@ -43,6 +43,19 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     private boolean last;
     private boolean closed;
     private Runnable onEnd;
+    /** Told about each block of entries before the first of them is handed out; may be null. */
+    private BlockListener blockListener;
+    /** Where the next block starts (entries before it were announced to the listener). */
+    private int nextBlock;
+
+    /** Learns of entries just before the caller walks them (to fetch what it reads next). */
+    interface BlockListener {
+        /**
+         * {@code keys[from..to)} and {@code values[from..to)} (stored bytes) come next; returns
+         * where the part it dealt with ends (in {@code (from, to]}): the next block starts there.
+         */
+        int block(byte[][] keys, byte[][] values, int from, int to);
+    }
 
     ChunkIterator(WorkerConnection conn, Supplier<byte[][][]> resident, Supplier<FrameReader> opener,
                   int chunkEntries, KeyCodec codec, int numValueFields, StoreMetrics metrics) {
@@ -67,6 +80,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
             keys = held[0];
             values = held[1];
             idx = 0;
+            nextBlock = 0;
             last = true;
             runOnEnd();
             return;
@@ -91,9 +105,15 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
             return null;
         });
         idx = 0;
+        nextBlock = 0;
         if (last) {
             runOnEnd();
         }
+    }
+
+    /** Announces every block of at most {@code chunkEntries} entries to {@code l} before it is walked. */
+    synchronized void onBlock(BlockListener l) {
+        blockListener = l;
     }
 
     /** Runs {@code r} once the worker no longer holds this iterator (at once if it already does not). */
@@ -153,12 +173,17 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         keys = ks.toArray(new byte[0][]);
         values = vs.toArray(new byte[0][]);
         idx = 0;
+        nextBlock = 0;
     }
 
     @Override
     public synchronized UnsafeRowPair next() {
         if (!hasNext()) {
             throw new NoSuchElementException();
+        }
+        if (blockListener != null && idx >= nextBlock) {
+            int end = Math.min(keys.length, idx + Math.max(1, chunkEntries));
+            nextBlock = Math.max(idx + 1, Math.min(end, blockListener.block(keys, values, idx, end)));
         }
         codec.decodeKey(keys[idx], keyRow);
         valueRow.pointTo(values[idx], values[idx].length);

@@ -241,6 +241,51 @@ final class RemoteTxn {
         return out;
     }
 
+    /**
+     * Reads into the view, in one MULTI_GET, the values of those {@code keys} that neither
+     * this transaction's writes nor the view can answer, for reads the operator makes next
+     * ({@link JoinPrefetch}). Only without TTL (a worker read may refresh or expire entries);
+     * counts nothing as a read. Returns the keys asked.
+     */
+    int prefetch(byte[][] keys) {
+        if (view == null || ended || settings.ttlMs != 0) {
+            return 0;
+        }
+        byte[][] ask = new byte[keys.length][];
+        int n = 0;
+        for (byte[] key : keys) {
+            if (!written.containsKey(new KeyBytes(key)) && view.lookup(key, version, batchTimestampMs) == null) {
+                ask[n++] = key;
+            }
+        }
+        if (n == 0) {
+            return 0;
+        }
+        FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(n);
+        for (int j = 0; j < n; j++) {
+            w.bytes(ask[j]);
+        }
+        FrameReader r = call(w);
+        int asked = n;
+        checked(() -> {
+            if (r.u32() != asked) {
+                throw new ProtocolException("MULTI_GET answered a different number of keys");
+            }
+            for (int j = 0; j < asked; j++) {
+                readValue(r, ask[j]);
+            }
+            r.end();
+            return null;
+        });
+        metrics.prefetched.addAndGet(n);
+        return n;
+    }
+
+    /** How many values a read-ahead may bring into the view at once (0: none; see {@link StoreView#prefetchRoom}). */
+    int prefetchRoom() {
+        return view == null || ended || settings.ttlMs != 0 ? 0 : view.prefetchRoom();
+    }
+
     /** A read the worker did not see: counted towards its incremental TTL cleanup. */
     private void answeredHere() {
         if (settings.ttlCountsAccesses && !readOnly) {

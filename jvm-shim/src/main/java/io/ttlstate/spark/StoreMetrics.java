@@ -56,6 +56,9 @@ final class StoreMetrics {
     static final StateStoreCustomMetric RESIDENT_SCANS = new StateStoreCustomSumMetric(
             "ttlstateResidentScans",
             "ttlstate: iterators served from the JVM's complete copy of the version, without the store worker");
+    static final StateStoreCustomMetric PREFETCHED = new StateStoreCustomSumMetric(
+            "ttlstatePrefetchedValues",
+            "ttlstate: values a join's values store read ahead while the operator walked its counts (one request per block)");
     static final StateStoreCustomMetric CACHE_BYTES = new StateStoreCustomSizeMetric(
             "ttlstateCacheBytes", "ttlstate: heap bytes of the JVM's value cache and key filter of the store", false);
 
@@ -95,7 +98,7 @@ final class StoreMetrics {
 
     static final List<StateStoreCustomMetric> ALL = List.of(
             COMMIT_MS, LOAD_MS, CHECKPOINT_LOADS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, REUSED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
-            CACHE_HITS, CACHE_MISSES, FILTER_SKIPS, RESIDENT_SCANS, CACHE_BYTES,
+            CACHE_HITS, CACHE_MISSES, FILTER_SKIPS, RESIDENT_SCANS, PREFETCHED, CACHE_BYTES,
             EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS, OPEN_TRANSACTIONS,
             GET_P50, GET_P99, PUT_P50, PUT_P99, COMMIT_MAX);
 
@@ -112,6 +115,7 @@ final class StoreMetrics {
     final AtomicLong cacheMisses = new AtomicLong();
     final AtomicLong filterSkips = new AtomicLong();
     final AtomicLong residentScans = new AtomicLong();
+    final AtomicLong prefetched = new AtomicLong();
     final AtomicLong cacheBytes = new AtomicLong();
     private final AtomicLongArray worker = new AtomicLongArray(WORKER.size());
     /** This store's own key for {@link #TTL_MS} (see {@link MaxMetric}). */
@@ -153,6 +157,7 @@ final class StoreMetrics {
         cacheMisses.addAndGet(other.cacheMisses.get());
         filterSkips.addAndGet(other.filterSkips.get());
         residentScans.addAndGet(other.residentScans.get());
+        prefetched.addAndGet(other.prefetched.get());
     }
 
     /** Milliseconds since {@code startNanos}, rounded up: a step that ran never reports 0. */
@@ -197,6 +202,7 @@ final class StoreMetrics {
         m = m.updated(CACHE_MISSES, (Object) cacheMisses.get());
         m = m.updated(FILTER_SKIPS, (Object) filterSkips.get());
         m = m.updated(RESIDENT_SCANS, (Object) residentScans.get());
+        m = m.updated(PREFETCHED, (Object) prefetched.get());
         m = m.updated(CACHE_BYTES, (Object) cacheBytes.get());
         for (int i = 0; i < WORKER.size(); i++) {
             StateStoreCustomMetric key = WORKER.get(i) == TTL_MS ? ttlMsKey : WORKER.get(i);

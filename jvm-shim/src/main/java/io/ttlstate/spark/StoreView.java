@@ -268,6 +268,18 @@ final class StoreView {
         return bytes + entryBytes <= share() && shared.held.get() + entryBytes <= budgetBytes;
     }
 
+    /**
+     * How many values a read-ahead may add at once so that they are still cached when read:
+     * half of what this view can hold without evicting them (its own bytes plus the budget's
+     * free part: a view over the budget evicts its own values first), at most an eighth of the
+     * budget, over the view's mean entry size (256 bytes while it is empty).
+     */
+    synchronized int prefetchRoom() {
+        long mean = values.isEmpty() ? 256 : Math.max(1, bytes / values.size());
+        long room = Math.min(budgetBytes / 8, (bytes + Math.max(0, budgetBytes - shared.held.get())) / 2);
+        return (int) Math.min(Integer.MAX_VALUE, Math.max(1, room / mean));
+    }
+
     synchronized void close() {
         clearValues();
         filter = null;

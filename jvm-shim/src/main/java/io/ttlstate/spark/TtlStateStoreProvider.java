@@ -163,6 +163,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         this.checkpoint = new StoreCheckpoint(
                 new CheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf, store), stateStoreId, checkpointIds);
         PythonService.get(ttlConfs);
+        JoinPrefetch.register(this);
         LOG.info("Initialised {} (key prefix columns: {})", this, numPrefixCols);
     }
 
@@ -662,6 +663,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     /** CLOSEs the store on its worker (deleting its local files) and the connection; idempotent. */
     @Override
     public synchronized void close() {
+        JoinPrefetch.unregister(this);
         if (closed) {
             return;
         }
@@ -704,6 +706,24 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     @Override
     public scala.collection.immutable.Seq<StateStoreCustomMetric> supportedCustomMetrics() {
         return StoreMetrics.supported();
+    }
+
+    StructType keySchema() {
+        return keySchema;
+    }
+
+    /** The transaction of the write store open on this provider, or null (for {@link JoinPrefetch}). */
+    synchronized RemoteTxn openWriterTxn() {
+        return writer == null || writer.txn().isEnded() ? null : writer.txn();
+    }
+
+    /** The read-ahead for iterators of this store if it is a join's counts store (else null). */
+    JoinPrefetch joinPrefetch(KeyCodec codec) {
+        StoreSettings s;
+        synchronized (this) {
+            s = settings;
+        }
+        return s == null ? null : JoinPrefetch.forCounts(this, codec, s.ttlMs);
     }
 
     /** Heap bytes of the view's value cache and key filter (0 while there is none). */
