@@ -157,7 +157,7 @@ def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Pat
     sampler.start()
     checkpoint = work / "checkpoint"
     start = time.perf_counter()
-    q = workloads.WORKLOADS[workload].start(spark, input_root, str(checkpoint))
+    q = workloads.workload(workload).start(spark, input_root, str(checkpoint))
     q.awaitTermination()
     elapsed = time.perf_counter() - start
     sampler.stop.set()

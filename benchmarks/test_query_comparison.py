@@ -83,7 +83,7 @@ def test_query(benchmark, input_root, tmp_path, workload, round_, variant):
     write_report()
     if "failed" in result:
         pytest.skip(f"{variant} failed on {workload}: {result['failed']}")
-    assert result["rows"] == workloads.BATCHES * workloads.WORKLOADS[workload].rows_per_batch
+    assert result["rows"] == workloads.workload(workload).total_rows()
     benchmark.extra_info.update({k: v for k, v in result.items() if k != "confs"})
 
 

@@ -32,6 +32,13 @@ class Workload:
     rows_per_batch: int  # input rows per batch, all inputs together
     write_input: Callable[[pathlib.Path], None]
     start: Callable  # (spark, input root, checkpoint) -> StreamingQuery
+    batches: int | None = None  # its own number of batches (None: BENCH_BATCHES)
+    first_batch_rows: int | None = None  # batch 0 differs (it loads the state), else rows_per_batch
+
+    def total_rows(self) -> int:
+        n = self.batches or BATCHES
+        first = self.rows_per_batch if self.first_batch_rows is None else self.first_batch_rows
+        return first + (n - 1) * self.rows_per_batch
 
 
 def _write_lines(path: pathlib.Path, rows) -> None:
@@ -164,6 +171,53 @@ def _window_start(spark, root: pathlib.Path, checkpoint: str):
     return _sink(df, checkpoint, "append")
 
 
+# -- scale: state far larger than the JVM's cache (issue 15) ------------------------------
+
+SCALE_DEDUP_BATCHES = 16
+SCALE_DEDUP_ROWS = _scaled(1_000_000)
+
+
+def _scale_dedup_input(root: pathlib.Path) -> None:
+    for b in range(SCALE_DEDUP_BATCHES):  # every id new: the state grows by a million per batch
+        _write_lines(root / "in" / f"part-{b:03d}.json",
+                     ({"id": b * SCALE_DEDUP_ROWS + i} for i in range(SCALE_DEDUP_ROWS)))
+
+
+def _scale_dedup_start(spark, root: pathlib.Path, checkpoint: str):
+    df = _stream(spark, root / "in", "id LONG").dropDuplicates(["id"])
+    return _sink(df, checkpoint, "append")
+
+
+STATE_UPDATE_ROWS = _scaled(200_000)
+STATE_BATCHES = 11  # batch 0 loads the state, batches 1..10 update it
+
+
+def _state_agg_input(keys: int):
+    def write(root: pathlib.Path) -> None:
+        rng = random.Random(5)
+        _write_lines(root / "in" / "part-000.json", ({"k": k, "v": 1} for k in range(keys)))
+        for b in range(1, STATE_BATCHES):
+            _write_lines(root / "in" / f"part-{b:03d}.json",
+                         ({"k": rng.randrange(keys), "v": rng.randrange(100)} for _ in range(STATE_UPDATE_ROWS)))
+    return write
+
+
+def _state_agg(name: str, keys: int) -> "Workload":
+    return Workload(
+        name,
+        f"groupBy(k).agg(sum, count), update mode: batch 0 writes {keys:,} keys, batches 1..{STATE_BATCHES - 1} "
+        f"update {STATE_UPDATE_ROWS:,} random keys each (cost against state size)",
+        STATE_UPDATE_ROWS, _state_agg_input(keys), _agg_start, batches=STATE_BATCHES, first_batch_rows=keys)
+
+
+SCALE_WORKLOADS = {w.name: w for w in (
+    Workload("dropDuplicates-scale", f"dropDuplicates(id) without a watermark: {SCALE_DEDUP_BATCHES} batches of "
+             f"{SCALE_DEDUP_ROWS:,} new ids (the state ends at {SCALE_DEDUP_BATCHES * SCALE_DEDUP_ROWS:,} keys)",
+             SCALE_DEDUP_ROWS, _scale_dedup_input, _scale_dedup_start, batches=SCALE_DEDUP_BATCHES),
+    _state_agg("aggregation-state-1m", _scaled(1_000_000)),
+    _state_agg("aggregation-state-10m", _scaled(10_000_000)),
+)}
+
 WORKLOADS = {w.name: w for w in (
     Workload("aggregation", f"groupBy(k).agg(sum, count), update mode: {AGG_KEYS:,} keys, "
              f"{AGG_ROWS:,} rows per batch", AGG_ROWS, _agg_input, _agg_start),
@@ -180,11 +234,16 @@ WORKLOADS = {w.name: w for w in (
 )}
 
 
+def workload(name: str) -> Workload:
+    return WORKLOADS.get(name) or SCALE_WORKLOADS[name]
+
+
 def ensure_input(name: str, root: pathlib.Path) -> pathlib.Path:
     """The workload's input under `root/<name>` (written once; a marker says it is complete)."""
-    d = root / f"{name}-s{SCALE:g}-b{BATCHES}"
+    w = workload(name)
+    d = root / f"{name}-s{SCALE:g}-b{w.batches or BATCHES}"
     marker = d / ".complete"
     if not marker.exists():
-        WORKLOADS[name].write_input(d)
+        w.write_input(d)
         marker.write_text("ok\n")
     return d

@@ -1,0 +1,98 @@
+"""Scale: state far larger than the JVM's cache and the driver's 2g heap (issue 15).
+
+- `dropDuplicates-scale`: dropDuplicates(id) without a watermark over 16 batches of 1,000,000
+  new ids (the state ends at 16M keys);
+- `aggregation-state-1m` / `aggregation-state-10m`: an aggregation whose batch 0 writes 1M or
+  10M keys and whose batches 1..10 update 200,000 random keys each, so the cost of a batch can
+  be read against the size of the state (the same rows changed per batch).
+
+Every workload runs on ttlstate, Spark's RocksDB provider (changelog on) and the HDFS provider,
+`BENCH_SCALE_ROUNDS` times (default 1), each run in its own process and JVM; a run that fails
+(the HDFS provider's OutOfMemoryError) is reported as measured. Writes
+`benchmarks/results/scale.md`. Knobs: BENCH_SCALE (rows), BENCH_SCALE_WORKLOADS,
+BENCH_SCALE_VARIANTS, BENCH_DRIVER_MEMORY. Timings are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+
+import pytest
+
+import report
+import runner
+import workloads
+from test_query_comparison import input_root, try_variant  # noqa: F401 (fixture)
+
+SELECTED = [w for w in os.environ.get("BENCH_SCALE_WORKLOADS", ",".join(workloads.SCALE_WORKLOADS)).split(",") if w]
+VARIANTS = [v for v in os.environ.get("BENCH_SCALE_VARIANTS", "ttlstate,rocksdb-changelog,hdfs").split(",") if v]
+ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", "1"))
+RUNS = [(w, r, v) for w in SELECTED for r in range(1, ROUNDS + 1) for v in VARIANTS]
+RESULTS: dict[tuple[str, str], list[dict]] = {}
+
+
+@pytest.mark.parametrize("workload,round_,variant", RUNS, ids=[f"{w}-{v}-r{r}" for w, r, v in RUNS])
+def test_scale(benchmark, input_root, tmp_path, workload, round_, variant):  # noqa: F811
+    data = workloads.ensure_input(workload, input_root)
+    result = benchmark.pedantic(try_variant, args=(workload, variant, data, tmp_path), rounds=1, iterations=1)
+    RESULTS.setdefault((workload, variant), []).append(result)
+    write_report()
+    if "failed" in result:
+        pytest.skip(f"{variant} failed on {workload}: {result['failed']}")
+    assert result["rows"] == workloads.workload(workload).total_rows()
+
+
+def _med(runs, key):
+    values = [r[key] for r in runs if "failed" not in r]
+    return statistics.median(values) if values else None
+
+
+def write_report() -> None:
+    out = ["# Scale: state beyond memory\n",
+           f"Command: `make bench` (this part: `python -m pytest benchmarks/test_scale.py --benchmark-only -s`). "
+           f"{report.machine()}.\n",
+           f"`local[2]`, 4 shuffle partitions, driver memory {runner.DRIVER_MEMORY}, each run its own process and "
+           f"JVM; figures are medians over {ROUNDS} run(s) per provider; rows/s and medians over batches 1..N "
+           "(batch 0 loads the state of the `aggregation-state-*` workloads and is left out). ttlstate with its "
+           "defaults.\n"]
+    for workload in SELECTED:
+        if not any(RESULTS.get((workload, v)) for v in VARIANTS):
+            continue
+        out.append(f"## {workload}\n\n{workloads.workload(workload).description}.\n")
+        base = _med(RESULTS.get((workload, "ttlstate"), []), "rows_per_s")
+        rows = []
+        for v in VARIANTS:
+            runs = RESULTS.get((workload, v), [])
+            if not runs:
+                continue
+            failed = [r["failed"] for r in runs if "failed" in r]
+            if len(failed) == len(runs):
+                rows.append([runner.VARIANTS[v][0], f"failed: {failed[0]}"] + ["–"] * 6)
+                continue
+            ok = [r for r in runs if "failed" not in r]
+            mem = statistics.median(r["peak_jvm_rss"] + r["peak_python_pss"] for r in ok)
+            rows.append([runner.VARIANTS[v][0], report.fmt(_med(runs, "rows_per_s")),
+                         report.ratio(base, _med(runs, "rows_per_s")), report.fmt(_med(runs, "median_batch_ms")),
+                         report.fmt(_med(runs, "median_commit_ms")), report.mib(mem),
+                         report.fmt(_med(runs, "state_rows")), f"{len(ok)} of {len(runs)}"])
+        out.append(report.table(["provider", "rows/s", "ttlstate ÷ it", "median batch ms", "median commit ms",
+                                 "peak JVM + Python MiB", "state rows at end", "runs ok"], rows) + "\n")
+    small, large = "aggregation-state-1m", "aggregation-state-10m"
+    if small in SELECTED and large in SELECTED:
+        out.append("## Cost against state size\n\nThe same 200,000 updated keys per batch over a state of 1M "
+                   "and of 10M keys (target: batch time at 10M <= 1.5x the time at 1M).\n")
+        rows = []
+        for v in VARIANTS:
+            a, b = RESULTS.get((small, v), []), RESULTS.get((large, v), [])
+            ba, bb = _med(a, "median_batch_ms"), _med(b, "median_batch_ms")
+            ca, cb = _med(a, "median_commit_ms"), _med(b, "median_commit_ms")
+            if ba is None and bb is None:
+                continue
+            rows.append([runner.VARIANTS[v][0], report.fmt(ba), report.fmt(bb), report.ratio(bb, ba),
+                         report.fmt(ca), report.fmt(cb), report.ratio(cb, ca)])
+        out.append(report.table(["provider", "batch ms at 1M", "batch ms at 10M", "10M ÷ 1M", "commit ms at 1M",
+                                 "commit ms at 10M", "10M ÷ 1M"], rows) + "\n")
+    path = report.RESULTS_DIR / "scale.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(out))
