@@ -48,7 +48,8 @@ test: setup
 test-quick: setup
 	$(PYTHON) -m pytest -q -m 'not slow' $(PYTEST_ARGS)
 
-# Every benchmark of benchmarks/ (about an hour on 2 cores); results in benchmarks/results/.
+# Every benchmark of benchmarks/ (several hours on 2 cores: the query comparison runs every provider
+# 3 times, the 200k-row join and the scale workloads are long); results in benchmarks/results/.
 bench: setup $(BENCH_JAR)
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m pytest benchmarks/ --benchmark-only -s -q $(PYTEST_ARGS)
