@@ -204,9 +204,9 @@ ENTRIES += (
         "store"),
     ConfEntry(
         "rocksdb.blockCacheSize", _byte_size(1 << 40), None,
-        "Block cache of each store's database (`0`: none), with bounded memory off. Default: the "
-        "profile's (8 MiB, as Spark's RocksDB provider, except `SPINNING_DISK_OPTIMIZED_HIGH_MEM`: "
-        "256 MiB). Ignored while `rocksdb.boundedMemory.totalBytes` is not `0` (the default).",
+        "Block cache of each store's database (`0`: none). Default: the profile's (8 MiB, as "
+        "Spark's RocksDB provider, except `SPINNING_DISK_OPTIMIZED_HIGH_MEM`: 256 MiB). Ignored when "
+        "`rocksdb.boundedMemory.totalBytes` is set.",
         "store"),
     ConfEntry(
         "rocksdb.blockSize", _byte_size(1 << 30), None,
@@ -227,15 +227,11 @@ ENTRIES += (
         "RocksDB's (snappy).",
         "store"),
     ConfEntry(
-        "rocksdb.boundedMemory.totalBytes", _byte_size(1 << 40), "64m",
+        "rocksdb.boundedMemory.totalBytes", _byte_size(1 << 40), "0",
         "Bound the RocksDB memory of all stores of a worker process together: one block cache "
         "of this size shared by all their databases, which also holds their index and filter "
-        "blocks, with their memtables charged to it (a write buffer manager), so a worker's "
-        "memory does not grow with the number of stores it holds. An executor's ttlstate "
-        "memory is then at most `cache.maxBytes` in the JVM plus `workers` times this. `0`: "
-        "off, each database has its own block cache (`rocksdb.blockCacheSize`) and memtables "
-        "(`rocksdb.writeBufferSize` x `rocksdb.maxWriteBufferNumber`), and the profile's sizes "
-        "apply.",
+        "blocks, with their memtables charged to it (a write buffer manager). `0`: off, each "
+        "database has its own block cache and memtables.",
         "store"),
     ConfEntry(
         "rocksdb.boundedMemory.writeBufferRatio", _ratio, "0.5",

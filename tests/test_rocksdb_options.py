@@ -54,9 +54,7 @@ def _round_trip(store: Store, tmp_path):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp_path, profile):
-    # the profile's own cache and memtable sizes apply with bounded memory off
-    store = open_store(_settings(**{"rocksdb.profile": profile.lower(),  # case does not matter
-                                    "rocksdb.boundedMemory.totalBytes": "0"}))
+    store = open_store(_settings(**{"rocksdb.profile": profile.lower()}))  # case does not matter
     _round_trip(store, tmp_path)
     o = _options_file(store)
     assert o["level0_file_num_compaction_trigger"] == "16" and o["max_log_file_size"] == "1048576"
@@ -75,7 +73,6 @@ def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp
 
 def test_single_keys_override_the_profile(open_store, tmp_path):
     store = open_store(_settings(**{"rocksdb.profile": "SPINNING_DISK_OPTIMIZED_HIGH_MEM",
-                                    "rocksdb.boundedMemory.totalBytes": "0",
                                     "rocksdb.blockCacheSize": "4m", "rocksdb.blockSize": "16k",
                                     "rocksdb.writeBufferSize": "4m", "rocksdb.maxWriteBufferNumber": "3",
                                     "rocksdb.compression": "zstd"}))
@@ -99,18 +96,6 @@ def test_bounded_memory_is_one_cache_for_all_stores_of_a_worker(open_store, tmp_
     # the memtables are charged to the shared cache: its usage covers both stores' writes
     usage = a.db.property_int_value("rocksdb.block-cache-usage")
     assert usage == b.db.property_int_value("rocksdb.block-cache-usage") and usage > 0
-
-
-@pytest.mark.parametrize("profile", PROFILES)
-def test_by_default_the_stores_of_a_worker_share_one_64_mib_budget(open_store, tmp_path, profile):
-    a = open_store(_settings(**{"rocksdb.profile": profile}))
-    b = open_store(_settings(**{"rocksdb.profile": profile}))
-    _round_trip(a, tmp_path)
-    _round_trip(b, tmp_path)
-    for s in (a, b):  # the profile's own cache (8 or 256 MiB per store) gives way to the budget
-        assert s.db.property_int_value("rocksdb.block-cache-capacity") == 64 << 20
-        assert _options_file(s)["cache_index_and_filter_blocks"] == "true"
-    assert a.db.property_int_value("rocksdb.block-cache-usage") == b.db.property_int_value("rocksdb.block-cache-usage")
 
 
 @pytest.mark.parametrize("key,value,allowed", [
