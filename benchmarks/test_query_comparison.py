@@ -75,16 +75,22 @@ def input_root(tmp_path_factory):
 RUNS = [(w, r, v) for w in SELECTED_WORKLOADS for r in range(1, ROUNDS + 1) for v in SELECTED_VARIANTS]
 
 
-@pytest.mark.parametrize("workload,round_,variant", RUNS, ids=[f"{w}-{v}-r{r}" for w, r, v in RUNS])
-def test_query(benchmark, input_root, tmp_path, workload, round_, variant):
+def measure(benchmark, results: dict, write, input_root, tmp_path, workload: str, variant: str) -> None:
+    """One run of `workload` on `variant`: recorded in `results`, reported by `write()`; a
+    failed run is reported and skipped, a finished one must have read every input row."""
     data = workloads.ensure_input(workload, input_root)
     result = benchmark.pedantic(try_variant, args=(workload, variant, data, tmp_path), rounds=1, iterations=1)
-    RESULTS.setdefault((workload, variant), []).append(result)
-    write_report()
+    results.setdefault((workload, variant), []).append(result)
+    write()
     if "failed" in result:
         pytest.skip(f"{variant} failed on {workload}: {result['failed']}")
     assert result["rows"] == workloads.workload(workload).total_rows()
     benchmark.extra_info.update({k: v for k, v in result.items() if k != "confs"})
+
+
+@pytest.mark.parametrize("workload,round_,variant", RUNS, ids=[f"{w}-{v}-r{r}" for w, r, v in RUNS])
+def test_query(benchmark, input_root, tmp_path, workload, round_, variant):
+    measure(benchmark, RESULTS, write_report, input_root, tmp_path, workload, variant)
 
 
 def _ok(workload: str, variant: str) -> list[dict]:

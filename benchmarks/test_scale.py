@@ -23,7 +23,7 @@ import pytest
 import report
 import runner
 import workloads
-from test_query_comparison import input_root, try_variant  # noqa: F401 (fixture)
+from test_query_comparison import _median_of, input_root, measure  # noqa: F401 (fixture)
 
 SELECTED = [w for w in os.environ.get("BENCH_SCALE_WORKLOADS", ",".join(workloads.SCALE_WORKLOADS)).split(",") if w]
 VARIANTS = [v for v in os.environ.get("BENCH_SCALE_VARIANTS", "ttlstate,rocksdb-changelog,hdfs").split(",") if v]
@@ -34,18 +34,11 @@ RESULTS: dict[tuple[str, str], list[dict]] = {}
 
 @pytest.mark.parametrize("workload,round_,variant", RUNS, ids=[f"{w}-{v}-r{r}" for w, r, v in RUNS])
 def test_scale(benchmark, input_root, tmp_path, workload, round_, variant):  # noqa: F811
-    data = workloads.ensure_input(workload, input_root)
-    result = benchmark.pedantic(try_variant, args=(workload, variant, data, tmp_path), rounds=1, iterations=1)
-    RESULTS.setdefault((workload, variant), []).append(result)
-    write_report()
-    if "failed" in result:
-        pytest.skip(f"{variant} failed on {workload}: {result['failed']}")
-    assert result["rows"] == workloads.workload(workload).total_rows()
+    measure(benchmark, RESULTS, write_report, input_root, tmp_path, workload, variant)
 
 
 def _med(runs, key):
-    values = [r[key] for r in runs if "failed" not in r]
-    return statistics.median(values) if values else None
+    return _median_of([r for r in runs if "failed" not in r], lambda r: r[key])
 
 
 def write_report() -> None:

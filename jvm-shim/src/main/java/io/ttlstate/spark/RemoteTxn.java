@@ -222,23 +222,35 @@ final class RemoteTxn {
         if (n == 0) {
             return out;
         }
+        byte[][] asked = new byte[n][];
+        for (int j = 0; j < n; j++) {
+            asked[j] = keys[ask[j]];
+        }
+        byte[][] values = fromWorker(asked, n);
+        for (int j = 0; j < n; j++) {
+            out[ask[j]] = values[j];
+        }
+        return out;
+    }
+
+    /** The values of {@code keys[0..n)} from the worker in one MULTI_GET, remembered in the view. */
+    private byte[][] fromWorker(byte[][] keys, int n) {
         FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(n);
         for (int j = 0; j < n; j++) {
-            w.bytes(keys[ask[j]]);
+            w.bytes(keys[j]);
         }
         FrameReader r = call(w);
-        int asked = n;
-        checked(() -> {
-            if (r.u32() != asked) {
+        return checked(() -> {
+            if (r.u32() != n) {
                 throw new ProtocolException("MULTI_GET answered a different number of keys");
             }
-            for (int j = 0; j < asked; j++) {
-                out[ask[j]] = readValue(r, keys[ask[j]]);
+            byte[][] values = new byte[n][];
+            for (int j = 0; j < n; j++) {
+                values[j] = readValue(r, keys[j]);
             }
             r.end();
-            return null;
+            return values;
         });
-        return out;
     }
 
     /**
@@ -261,22 +273,7 @@ final class RemoteTxn {
         if (n == 0) {
             return 0;
         }
-        FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(n);
-        for (int j = 0; j < n; j++) {
-            w.bytes(ask[j]);
-        }
-        FrameReader r = call(w);
-        int asked = n;
-        checked(() -> {
-            if (r.u32() != asked) {
-                throw new ProtocolException("MULTI_GET answered a different number of keys");
-            }
-            for (int j = 0; j < asked; j++) {
-                readValue(r, ask[j]);
-            }
-            r.end();
-            return null;
-        });
+        fromWorker(ask, n);
         metrics.prefetched.addAndGet(n);
         return n;
     }
