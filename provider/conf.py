@@ -169,10 +169,11 @@ ENTRIES += (
         "Heap the JVM may use to cache the values its stores read and wrote, so repeated "
         "reads of a key cost no round trip to the worker. One budget for all stores of an "
         "executor: a store may use what the others leave, and a store that adds values while "
-        "they hold the whole budget evicts its own least recently used ones; the warm-up after "
-        "a load fills at most an equal share. The cache holds exactly the loaded version (a "
-        "commit updates it, a load empties it) and never serves an expired value. `0` turns "
-        "it off.",
+        "they hold the whole budget frees its own oldest values (those read since written get "
+        "a second chance); the warm-up after a load fills at most an equal share. Counted as "
+        "the heap the cache takes (values are kept in large byte arrays, not as an object "
+        "each). The cache holds exactly the loaded version (a commit updates it, a load "
+        "empties it) and never serves an expired value. `0` turns it off.",
         "store"),
     ConfEntry(
         "keyFilter.enabled", _boolean, "true",

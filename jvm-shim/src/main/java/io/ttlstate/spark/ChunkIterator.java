@@ -1,6 +1,7 @@
 package io.ttlstate.spark;
 
 import java.io.Closeable;
+import java.util.Iterator;
 import java.util.NoSuchElementException;
 import java.util.function.Supplier;
 
@@ -26,10 +27,12 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     /** Sends ITER_OPEN and returns the reply positioned at the iterator handle; null once opened. */
     private Supplier<FrameReader> opener;
     /**
-     * Asked first when opening: every entry as {keys, values} if the JVM holds them (the
-     * view's copy of a complete version), else null and the worker is asked; may be null.
+     * Asked first when opening: every entry in chunks of {keys, values} if the JVM holds them
+     * (the view's snapshot of a complete version), else null and the worker is asked; may be null.
      */
-    private final Supplier<byte[][][]> resident;
+    private final Supplier<Iterator<byte[][][]>> resident;
+    /** The chunks still to walk of an iteration the JVM serves itself; null otherwise. */
+    private Iterator<byte[][][]> residentChunks;
     private long iterHandle;
     private final int chunkEntries;
     private final KeyCodec codec;
@@ -57,7 +60,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         int block(byte[][] keys, byte[][] values, int from, int to);
     }
 
-    ChunkIterator(WorkerConnection conn, Supplier<byte[][][]> resident, Supplier<FrameReader> opener,
+    ChunkIterator(WorkerConnection conn, Supplier<Iterator<byte[][][]>> resident, Supplier<FrameReader> opener,
                   int chunkEntries, KeyCodec codec, int numValueFields, StoreMetrics metrics) {
         this.conn = conn;
         this.resident = resident;
@@ -74,21 +77,37 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         if (opener == null || closed) {
             return;
         }
-        byte[][][] held = resident == null ? null : resident.get();
+        Iterator<byte[][][]> held = resident == null ? null : resident.get();
         if (held != null) {
             opener = null;
-            keys = held[0];
-            values = held[1];
-            idx = 0;
-            nextBlock = 0;
-            last = true;
-            runOnEnd();
+            residentChunks = held;
+            nextResidentChunk();
+            runOnEnd(); // the worker holds no iterator
             return;
         }
         FrameReader r = opener.get();
         opener = null;
         iterHandle = RemoteTxn.checked(r::u32);
         readChunk(r);
+    }
+
+    private void nextResidentChunk() {
+        byte[][][] chunk = residentChunks.hasNext() ? residentChunks.next() : new byte[][][] {new byte[0][], new byte[0][]};
+        keys = chunk[0];
+        values = chunk[1];
+        idx = 0;
+        nextBlock = 0;
+        last = !residentChunks.hasNext();
+    }
+
+    /** The next chunk: from the JVM's snapshot, or ITER_NEXT to the worker. */
+    private void fetchNext() {
+        if (residentChunks != null) {
+            nextResidentChunk();
+            return;
+        }
+        metrics.roundTrip();
+        readChunk(conn.call(FrameWriter.request(Op.ITER_NEXT, iterHandle).u32(chunkEntries)));
     }
 
     private void readChunk(FrameReader r) {
@@ -136,15 +155,14 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     public synchronized boolean hasNext() {
         ensureOpened();
         while (idx >= keys.length && !last && !closed) {
-            metrics.roundTrip();
-            readChunk(conn.call(FrameWriter.request(Op.ITER_NEXT, iterHandle).u32(chunkEntries)));
+            fetchNext();
         }
         return idx < keys.length;
     }
 
     /** Whether iterating on needs the worker (not opened yet, or more chunks to fetch). */
     synchronized boolean needsWorker() {
-        return !closed && (opener != null || !last);
+        return !closed && (opener != null || (!last && residentChunks == null));
     }
 
     /**
@@ -163,8 +181,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
             vs.add(values[i]);
         }
         while (!last) {
-            metrics.roundTrip();
-            readChunk(conn.call(FrameWriter.request(Op.ITER_NEXT, iterHandle).u32(chunkEntries)));
+            fetchNext();
             for (int i = 0; i < keys.length; i++) {
                 ks.add(keys[i]);
                 vs.add(values[i]);
@@ -200,6 +217,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
             return;
         }
         closed = true;
+        residentChunks = null;
         keys = new byte[0][];
         values = new byte[0][];
         if (opener == null && !last && iterHandle != 0 && !conn.isBroken()) {

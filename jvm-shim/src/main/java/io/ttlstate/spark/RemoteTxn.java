@@ -349,43 +349,58 @@ final class RemoteTxn {
      * Every entry this transaction sees, served from the JVM when the view
      * holds the whole version ({@link StoreView#entriesIfComplete}) and the store has no TTL
      * (whose reads refresh, expire and count accesses in the worker); else null. A direct
-     * transaction's view already shows its writes; any other's writes overlay the view's copy.
-     * Returns {keys, values}.
+     * transaction's view already shows its writes; any other's writes overlay the view's
+     * snapshot. Chunks of at most {@code chunkEntries} {keys, values}, copied out as walked.
      */
-    private byte[][][] residentEntries() {
+    private java.util.Iterator<byte[][][]> residentEntries() {
         if (view == null || settings.ttlMs != 0 || ended) {
             return null;
         }
-        StoreView.Cached[] entries = view.entriesIfComplete(version);
+        SlabCache.Snapshot entries = view.entriesIfComplete(version);
         if (entries == null) {
             return null;
         }
-        boolean overlay = !direct && !written.isEmpty();
-        int n = entries.length + (overlay ? written.size() : 0);
-        byte[][] keys = new byte[n][];
-        byte[][] values = new byte[n][];
-        int i = 0;
-        for (StoreView.Cached c : entries) {
-            if (overlay && written.containsKey(c)) {
-                continue; // this transaction's own write follows
-            }
-            keys[i] = c.bytes;
-            values[i++] = c.value;
-        }
-        if (overlay) {
-            for (Map.Entry<KeyBytes, byte[]> w : written.entrySet()) {
-                if (w.getValue() != TOMBSTONE) {
-                    keys[i] = w.getKey().bytes;
-                    values[i++] = w.getValue();
-                }
-            }
-        }
-        if (i < n) {
-            keys = java.util.Arrays.copyOf(keys, i);
-            values = java.util.Arrays.copyOf(values, i);
-        }
+        entries.chunkEntries(settings.iteratorChunkEntries);
         metrics.residentScans.incrementAndGet();
-        return new byte[][][] {keys, values};
+        if (direct || written.isEmpty()) {
+            return entries;
+        }
+        // the overlay: this transaction's writes, taken now (as the worker's iterator would)
+        java.util.List<byte[]> ownKeys = new java.util.ArrayList<>();
+        java.util.List<byte[]> ownValues = new java.util.ArrayList<>();
+        java.util.Set<KeyBytes> own = new java.util.HashSet<>(written.keySet());
+        for (Map.Entry<KeyBytes, byte[]> w : written.entrySet()) {
+            if (w.getValue() != TOMBSTONE) {
+                ownKeys.add(w.getKey().bytes);
+                ownValues.add(w.getValue());
+            }
+        }
+        return new java.util.Iterator<byte[][][]>() {
+            private boolean ownDone;
+
+            @Override
+            public boolean hasNext() {
+                return entries.hasNext() || !ownDone;
+            }
+
+            @Override
+            public byte[][][] next() {
+                if (!entries.hasNext()) {
+                    ownDone = true;
+                    return new byte[][][] {ownKeys.toArray(new byte[0][]), ownValues.toArray(new byte[0][])};
+                }
+                byte[][][] chunk = entries.next();
+                int n = 0;
+                for (int i = 0; i < chunk[0].length; i++) {
+                    if (!own.contains(new KeyBytes(chunk[0][i]))) { // this transaction's own write follows
+                        chunk[0][n] = chunk[0][i];
+                        chunk[1][n++] = chunk[1][i];
+                    }
+                }
+                return n == chunk[0].length ? chunk
+                        : new byte[][][] {java.util.Arrays.copyOf(chunk[0], n), java.util.Arrays.copyOf(chunk[1], n)};
+            }
+        };
     }
 
     /** STATS after a flush: {numKeys, memoryUsedBytes}; the worker's metrics go to {@link StoreMetrics}. */

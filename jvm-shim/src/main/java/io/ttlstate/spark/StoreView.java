@@ -1,15 +1,14 @@
 package io.ttlstate.spark;
 
-import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * What the JVM knows of the committed version the worker's database holds, so that reads
- * need no round trip: a bounded LRU cache of values it read or wrote, and a Bloom filter of
- * the keys that version may hold ({@link KeyFilter}).
+ * need no round trip: a bounded cache of values it read or wrote ({@link SlabCache}: no Java
+ * object per value, least recently used values go first), and a Bloom filter of the keys that
+ * version may hold ({@link KeyFilter}).
  *
  * <p>Valid for exactly one version: a transaction consults it only at that version, a commit
  * through this provider moves it to the new version (with the transaction's writes), and a
@@ -20,17 +19,22 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>All caches of the JVM with the same budget ({@code cache.maxBytes}) share it: a cache
  * may grow while the caches together hold less than the budget, and one that writes while
  * they hold more evicts its own least recently used values until they fit again, so busy
- * stores use what idle ones leave (a store's values go when its provider closes). The
+ * stores use what idle ones leave (a store's values go when its provider closes). What a
+ * cache holds is counted as the heap its slabs and index take (dead bytes of replaced or
+ * removed values included, until their slab is freed). The
  * warm-up after a load fills at most an equal share (the budget divided by the open caches
  * with it), so the first store loaded does not take the budget from the others. Thread-safe.
  */
 final class StoreView {
     /** Expiry time of a value without TTL. */
     static final long NEVER = Long.MAX_VALUE;
-    /** Heap bytes of one cached entry besides its key and value bytes (node, arrays, map slot). */
-    static final int ENTRY_OVERHEAD = 96;
+    /**
+     * Heap bytes of one cached entry besides its key and value bytes: its header in a slab and
+     * its share of the index ({@link SlabCache#HEADER}, {@link SlabCache#SLOT_BYTES} at 60% load).
+     */
+    static final int ENTRY_OVERHEAD = SlabCache.HEADER + 20;
     /** The answer "the filter says this version does not hold the key". */
-    static final Cached ABSENT = new Cached(new byte[0], new byte[0], 0);
+    static final Cached ABSENT = new Cached(new byte[0], 0);
 
     /** The caches with one budget share it: its bytes held and caches open, per budget. */
     private static final class Budget {
@@ -43,7 +47,7 @@ final class StoreView {
     private final long budgetBytes;
     private final Budget shared;
     private final boolean useFilter;
-    private final LinkedHashMap<KeyBytes, Cached> values = new LinkedHashMap<>(256, 0.75f, true);
+    private final SlabCache values = new SlabCache();
     private long version = -1;
     private long bytes;
     /** Keys the version may hold; null while unknown (after a load, until {@link #filterReady}). */
@@ -65,19 +69,14 @@ final class StoreView {
         this.useFilter = useFilter;
     }
 
-    /** A cached value (also the map's key: equal by key bytes) with its expiry time. */
-    static final class Cached extends KeyBytes {
+    /** A cached value (a copy: the caller owns it) with its expiry time. */
+    static final class Cached {
         final byte[] value;
         final long expiresAt;
 
-        Cached(byte[] key, byte[] value, long expiresAt) {
-            super(key);
+        Cached(byte[] value, long expiresAt) {
             this.value = value;
             this.expiresAt = expiresAt;
-        }
-
-        long bytes() {
-            return bytes.length + value.length + ENTRY_OVERHEAD;
         }
     }
 
@@ -97,13 +96,16 @@ final class StoreView {
         if (atVersion != version || closed) {
             return null;
         }
-        if (!values.isEmpty()) {
-            Cached c = values.get(new KeyBytes(key));
-            if (c != null) {
-                if (c.expiresAt > now) {
-                    return c;
+        if (values.size() > 0) {
+            int hash = SlabCache.hashOf(key);
+            int slot = values.find(key, hash);
+            if (slot >= 0) {
+                long expiresAt = values.expiresAt(slot);
+                if (expiresAt > now) {
+                    values.touch(slot);
+                    return new Cached(values.value(slot), expiresAt);
                 }
-                remove(c); // expired: the worker decides (it cleans it up)
+                values.remove(key, hash); // expired: the worker decides (it cleans it up)
                 complete = false; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
                 return null;
             }
@@ -122,7 +124,7 @@ final class StoreView {
         if (atVersion != version || closed) {
             return Presence.UNKNOWN;
         }
-        if (!values.isEmpty() && values.containsKey(new KeyBytes(key))) {
+        if (values.size() > 0 && values.find(key, SlabCache.hashOf(key)) >= 0) {
             return Presence.PRESENT;
         }
         if (complete || (filter != null && !filter.mightContain(key))) {
@@ -133,16 +135,16 @@ final class StoreView {
 
     /**
      * Every entry of {@code atVersion} as it is now, if the view holds them all (see
-     * {@link #complete}), else null. The array is a copy: writes made while the caller walks
-     * it do not disturb it, as a worker iterator sees its transaction as it was when opened.
+     * {@link #complete}), else null. A snapshot: writes made while the caller walks it do not
+     * disturb it, as a worker iterator sees its transaction as it was when opened.
      * Order is the cache's (Spark's contract leaves iteration order unspecified for every key
      * encoding ttlstate serves, and HDFSBackedStateStoreProvider's is a hash map's).
      */
-    synchronized Cached[] entriesIfComplete(long atVersion) {
+    synchronized SlabCache.Snapshot entriesIfComplete(long atVersion) {
         if (!complete || atVersion != version || closed) {
             return null;
         }
-        return values.values().toArray(new Cached[0]);
+        return values.snapshot();
     }
 
     synchronized boolean isComplete() {
@@ -152,7 +154,7 @@ final class StoreView {
     /** Remembers a value the worker returned for a read at {@code version}. */
     synchronized void remember(byte[] key, byte[] value, long expiresAt, long atVersion) {
         if (atVersion == version && !closed) {
-            insert(new Cached(key, value, expiresAt));
+            insert(key, SlabCache.hashOf(key), value, expiresAt);
         }
     }
 
@@ -170,9 +172,9 @@ final class StoreView {
         for (Map.Entry<KeyBytes, byte[]> w : writes.entrySet()) {
             byte[] key = w.getKey().bytes;
             if (w.getValue() == removed) {
-                remove(w.getKey());
+                values.remove(key, w.getKey().hashCode());
             } else {
-                insert(new Cached(key, w.getValue(), expiresAt));
+                insert(key, w.getKey().hashCode(), w.getValue(), expiresAt);
                 if (filter != null) {
                     filter.add(key);
                 }
@@ -192,11 +194,12 @@ final class StoreView {
         if (atVersion != version || closed) {
             return;
         }
+        int hash = SlabCache.hashOf(key);
         if (value == null) {
-            remove(new KeyBytes(key));
+            values.remove(key, hash);
             return;
         }
-        insert(new Cached(key, value, expiresAt));
+        insert(key, hash, value, expiresAt);
         if (filter != null) {
             filter.add(key);
         }
@@ -216,20 +219,17 @@ final class StoreView {
     }
 
     /**
-     * Drops the least recently used values while they are expired at {@code now}: with TTL,
+     * Frees the oldest slabs while every value in them is expired at {@code now}: with TTL,
      * keys that are never read or written again would otherwise stay until the budget pushes
      * them out (they are never served: an expired value always goes to the worker).
      */
     private void evictExpired(long now) {
-        Iterator<Cached> eldest = values.values().iterator();
-        while (eldest.hasNext()) {
-            Cached e = eldest.next();
-            if (e.expiresAt > now) {
-                return;
+        while (values.slabCount() > 0 && values.oldestSlabExpiry() <= now) {
+            long before = values.memoryBytes();
+            if (values.dropOldest(false) > 0) {
+                complete = false; // the worker may still show them (ReturnExpiredIfNotCleanedUp)
             }
-            eldest.remove();
-            account(-e.bytes());
-            complete = false; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
+            account(values.memoryBytes() - before);
         }
     }
 
@@ -275,7 +275,7 @@ final class StoreView {
      * budget, over the view's mean entry size (256 bytes while it is empty).
      */
     synchronized int prefetchRoom() {
-        long mean = values.isEmpty() ? 256 : Math.max(1, bytes / values.size());
+        long mean = values.size() == 0 ? 256 : Math.max(1, bytes / values.size());
         long room = Math.min(budgetBytes / 8, (bytes + Math.max(0, budgetBytes - shared.held.get())) / 2);
         return (int) Math.min(Integer.MAX_VALUE, Math.max(1, room / mean));
     }
@@ -304,32 +304,31 @@ final class StoreView {
         return budgetBytes / Math.max(1, shared.open.get());
     }
 
-    private void insert(Cached c) {
+    /**
+     * Caches {@code value}; while the caches of the budget hold more than it, frees this
+     * cache's oldest slab (values read since written move on; the last slab goes whole).
+     */
+    private void insert(byte[] key, int hash, byte[] value, long expiresAt) {
         if (budgetBytes == 0) {
             return;
         }
-        Cached old = values.put(c, c);
-        account(c.bytes() - (old == null ? 0 : old.bytes()));
-        Iterator<Cached> eldest = values.values().iterator();
-        while (shared.held.get() > budgetBytes && eldest.hasNext()) {
-            Cached e = eldest.next();
-            eldest.remove();
-            account(-e.bytes());
-            complete = false;
-            evictedSinceReset = true;
-        }
-    }
-
-    private void remove(KeyBytes key) {
-        Cached c = values.remove(key);
-        if (c != null) {
-            account(-c.bytes());
+        long before = values.memoryBytes();
+        values.put(key, hash, value, expiresAt);
+        account(values.memoryBytes() - before);
+        while (shared.held.get() > budgetBytes && values.slabCount() > 0) {
+            before = values.memoryBytes();
+            if (values.dropOldest(values.slabCount() > 1) > 0) {
+                complete = false;
+                evictedSinceReset = true;
+            }
+            account(values.memoryBytes() - before);
         }
     }
 
     private void clearValues() {
-        account(-bytes);
+        long before = values.memoryBytes();
         values.clear();
+        account(values.memoryBytes() - before);
     }
 
     /** Adds {@code delta} bytes to this cache's and its budget's totals. */

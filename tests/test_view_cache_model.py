@@ -1,0 +1,79 @@
+"""The JVM's value cache (slabs and an index, DESIGN 48) against a model: random writes,
+rewrites, removes and reads over several versions, through Spark's provider API (py4j) on
+the real provider, service and files. Every read and every full iteration is compared with a
+Python dict, with a budget small enough that slabs are freed and values moved all the time,
+and with one large enough that the view stays complete and iterations are served from it.
+"""
+
+import random
+
+from jvm_state import JvmState, new_root
+
+PREFIX = "spark.sql.streaming.stateStore.ttlstate."
+
+
+def _key(i: int) -> tuple[str, int]:
+    return ("k" * (1 + i % 37), i)  # keys of many lengths: entries of many sizes
+
+
+def _run_versions(js, p, rng, versions: int, keys: int, model: dict):
+    for version in range(versions):
+        s = js.get_store(p, version)
+        for _ in range(keys // 2):
+            i = rng.randrange(keys)
+            op = rng.random()
+            if op < 0.45:
+                model[i] = rng.randrange(1 << 31)
+                js.put(s, *_key(i), model[i])
+            elif op < 0.6:
+                model.pop(i, None)
+                js.remove(s, *_key(i))
+            else:
+                assert js.get(s, *_key(i)) == model.get(i), (version, i)
+        assert s.commit() == version + 1
+    return js.get_store(p, versions)
+
+
+def test_a_small_cache_answers_like_the_model_while_it_frees_slabs(spark, tmp_path):
+    js = JvmState(spark, cache_dir=str(tmp_path / "cache"))
+    rng = random.Random(15)
+    keys = 1000
+    p = js.provider(new_root(tmp_path), conf=js.store_conf(**{PREFIX + "cache.maxBytes": "40k"}))
+    model: dict = {}
+    s = _run_versions(js, p, rng, 5, keys, model)
+    assert all(js.get(s, *_key(i)) == model.get(i) for i in range(keys))
+    m = js.custom_metrics(s)
+    assert m["ttlstateCacheHits"] > 0 and m["ttlstateCacheMisses"] > 0, m  # both paths answered
+    assert m["ttlstateCacheBytes"] <= 40 * 1024 + 3 * 2048, m  # within the budget (plus its filter)
+    got = {js.decode_key(pair.key())[1]: js.decode_value(pair.value()) for pair in _iterate(s)}
+    assert got == model
+
+
+def test_a_complete_view_iterates_a_snapshot_like_the_model(spark, tmp_path):
+    js = JvmState(spark, cache_dir=str(tmp_path / "cache"))
+    rng = random.Random(48)
+    keys = 2000
+    p = js.provider(new_root(tmp_path))
+    model: dict = {}
+    s = _run_versions(js, p, rng, 3, keys, model)
+    # iterate while removing every key seen and writing new ones: the iterator shows the
+    # version as it was when first used, and the store ends as the model says
+    seen = {}
+    it = s.iterator("default")
+    while it.hasNext():
+        pair = it.next()
+        k = js.decode_key(pair.key())
+        seen[k[1]] = js.decode_value(pair.value())
+        js.remove(s, *k)
+        js.put(s, *_key(keys + k[1]), k[1])
+    assert seen == model
+    assert js.custom_metrics(s)["ttlstateResidentScans"] >= 1  # the JVM served it
+    assert s.commit() == 4
+    s = js.get_store(p, 4)
+    assert js.data(s) == {_key(keys + i): i for i in model}
+
+
+def _iterate(store):
+    it = store.iterator("default")
+    while it.hasNext():
+        yield it.next()
