@@ -242,7 +242,7 @@ def _version(name):
 def ttlstate_changelog_entry_bytes(checkpoint, version):
     """(records, key + value bytes) of the changelogs of `version` over all partitions."""
     from ttlstate import statefile
-    from ttlstate.protocol import FILE_CHANGELOG
+    from ttlstate.statefile import FILE_CHANGELOG
     records = size = 0
     for part in _partitions(checkpoint):
         meta, recs = statefile.read(str(part / f"{version}.changelog"), FILE_CHANGELOG, version)

@@ -11,11 +11,13 @@ import os
 import pathlib
 import sys
 
+from .confkeys import PREFIX
+
 __version__ = "0.1.0"
 
 PROVIDER_CLASS = "io.ttlstate.spark.TtlStateStoreProvider"
 PROVIDER_CLASS_KEY = "spark.sql.streaming.stateStore.providerClass"
-CONF_PREFIX = "spark.sql.streaming.stateStore.ttlstate."
+CONF_PREFIX = PREFIX
 
 _JAR_NAME = "ttlstate-shim.jar"
 

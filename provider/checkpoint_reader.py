@@ -26,10 +26,11 @@ from typing import Callable, Iterator
 from urllib.parse import unquote
 
 from . import manifest, statefile
-from .errors import (CheckpointReadError, CorruptFileError, NoStateError, NotACheckpointError,
+from .engine import db_items, file_crc32
+from .errors import (CorruptFileError, NoStateError, NotACheckpointError,
                      UnknownStateError)
-from .protocol import FILE_CHANGELOG
-from .store import Store, _db_items, _file_crc32
+from .statefile import FILE_CHANGELOG
+from .store import Store
 from .ttl import codec
 from .ttl.config import TtlConfig
 
@@ -422,7 +423,7 @@ class Loaded:
         """(key, value, TTL timestamp or None) of every stored entry, in key order
         (expired entries that are not cleaned up yet included)."""
         ttl = self.ttl_layout
-        for key, stored in _db_items(self.store.db, b"", set()):
+        for key, stored in db_items(self.store.db, b"", set()):
             if ttl:
                 ts, value = codec.decode(stored)
                 yield key, value, ts
@@ -530,7 +531,7 @@ def _check_sst(path: str, users: list[tuple[int, manifest.SstFile]]) -> CorruptF
         return CorruptFileError(path, version, f"SST {f.name}: file does not exist{tail}")
     if size != f.size:
         return CorruptFileError(path, version, f"SST {f.name}: {size} bytes, the manifest says {f.size}{tail}")
-    crc = _file_crc32(path)
+    crc = file_crc32(path)
     if crc != f.crc32:
         return CorruptFileError(path, version, f"SST {f.name}: CRC32 {crc:08x}, the manifest says {f.crc32:08x}{tail}")
     for v, other in users[1:]:

@@ -14,10 +14,9 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from . import rocksdb_options
+from .confkeys import PREFIX
 from .errors import InvalidConfError
 from .ttl import config as ttl_config
-
-PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,7 +57,7 @@ class CorruptFileError(TtlStateError):
 
 
 class StorageError(TtlStateError):
-    """RocksDB (or the local disk under it) failed; see `ttlstate.store.engine_errors`."""
+    """RocksDB (or the local disk under it) failed; see `ttlstate.engine.engine_errors`."""
 
     error_class = "TTLSTATE_STORAGE"
 

@@ -63,8 +63,6 @@ BEGIN_WRITE_NO_CHANGELOG = 2  # a write transaction without changelog (checkpoin
 ITER_PAIRS = 0  # ITER_OPEN modes: chunks of pairs,
 ITER_PAIRS_WITH_EXPIRY = 1  # or of pairs each followed by i64 expiresAt
 
-FILE_CHANGELOG = 2  # state-file kind byte (1 was the full-dump snapshot, no longer written)
-
 _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")

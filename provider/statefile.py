@@ -25,8 +25,7 @@ from typing import Iterable, Iterator
 import zstandard
 
 from .errors import CorruptFileError
-from .protocol import (FILE_CHANGELOG, RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER, RECORD_REMOVE,
-                       RECORD_REMOVE_PRESENT)
+from . import protocol as wire
 
 MAGIC = b"TTLSTAT3"
 MAGIC_2 = b"TTLSTAT2"
@@ -37,14 +36,34 @@ _LEN = struct.Struct("<I")
 _EMIT_BYTES = 1 << 20  # records are compressed and checksummed in pieces of about this size
 _COUNT = struct.Struct("<BQq")  # the end marker 0, the record count, batchTimestampMs
 _TAIL_2 = struct.Struct("<BQI")
-# Record kinds: put and remove, and the WRITE_BATCH kinds copied from the wire as they are
-_PUT_KINDS = frozenset((RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER))
-_REMOVE_KINDS = frozenset((RECORD_REMOVE, RECORD_REMOVE_PRESENT))
+FILE_CHANGELOG = 2  # file kind byte (1 was the full-dump snapshot, no longer written)
 KIND_NAMES = {1: "full-dump snapshot (no longer supported)", FILE_CHANGELOG: "changelog"}
+
+# Record kinds of the file format, declared here and versioned with it (the magic), not with
+# the wire protocol: put (1) and remove (2), and put-new (4), put-over (5) and
+# remove-present (6), which a reader takes as put and remove.
+PUT = 1
+REMOVE = 2
+PUT_NEW = 4
+PUT_OVER = 5
+REMOVE_PRESENT = 6
+_PUT_KINDS = frozenset((PUT, PUT_NEW, PUT_OVER))
+_REMOVE_KINDS = frozenset((REMOVE, REMOVE_PRESENT))
+# A direct transaction copies a WRITE_BATCH's keyed records into its changelog as they are
+# (`ChangelogWriter.add_encoded`), which is right only while the wire encodes them as this
+# file does: same kind bytes, `u32 length` + bytes for key and value. If a protocol change
+# breaks that, this is False and the records are re-encoded one by one instead.
+WIRE_RECORDS_ARE_FILE_RECORDS = (
+    (wire.RECORD_PUT, wire.RECORD_REMOVE, wire.RECORD_PUT_NEW, wire.RECORD_PUT_OVER, wire.RECORD_REMOVE_PRESENT)
+    == (PUT, REMOVE, PUT_NEW, PUT_OVER, REMOVE_PRESENT))
 
 LAYOUT_PLAIN = 0  # values as Spark wrote them
 LAYOUT_TTL = 1  # an 8-byte big-endian timestamp before each value (ttlstate.ttl.codec)
 LAYOUT_NAMES = {LAYOUT_PLAIN: "plain", LAYOUT_TTL: "ttl"}
+
+
+_PUT_BYTE = bytes([PUT])
+_REMOVE_BYTE = bytes([REMOVE])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,9 +103,9 @@ class ChangelogWriter:
 
     def add(self, key: bytes, value: bytes | None):
         if value is None:
-            part = b"\x02" + _LEN.pack(len(key)) + key
+            part = _REMOVE_BYTE + _LEN.pack(len(key)) + key
         else:
-            part = b"\x01" + _LEN.pack(len(key)) + key + _LEN.pack(len(value)) + value
+            part = _PUT_BYTE + _LEN.pack(len(key)) + key + _LEN.pack(len(value)) + value
         self._parts.append(part)
         self._size += len(part)
         self.count += 1
@@ -96,7 +115,7 @@ class ChangelogWriter:
 
     def add_encoded(self, records: bytes, count: int):
         """Adds `count` records already encoded as this file encodes them (a WRITE_BATCH's
-        keyed records: put kinds 1, 4, 5 and remove kinds 2, 6, which the reader accepts)."""
+        keyed records, while `WIRE_RECORDS_ARE_FILE_RECORDS`)."""
         self._parts.append(records)
         self._size += len(records)
         self.count += count

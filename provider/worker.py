@@ -17,7 +17,8 @@ from . import conf, manifest
 from . import protocol as p
 from .errors import AuthError, ProtocolError, TtlStateError, UnknownHandleError
 from .rocksdb_options import RocksDbSettings
-from .store import Store, Txn
+from .store import Store
+from .txn import Txn
 from .ttl.config import TimeCharacteristic, TtlConfig, UpdateType
 
 log = logging.getLogger("ttlstate.worker")

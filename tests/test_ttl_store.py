@@ -13,8 +13,8 @@ import time
 import pytest
 
 from ttlstate import statefile
+from ttlstate.statefile import FILE_CHANGELOG
 from ttlstate.errors import CorruptFileError
-from ttlstate.protocol import FILE_CHANGELOG
 from ttlstate.store import (METRIC_EXPIRED_BY_COMPACTION, METRIC_EXPIRED_INCREMENTAL,
                             METRIC_EXPIRED_ON_READ, METRIC_OPEN_TRANSACTIONS, METRIC_TTL_MS, Store)
 from ttlstate.ttl import ManualClock

@@ -1,7 +1,9 @@
 """Flink-style state TTL semantics (pure; the store applies them).
 
-This module starts small: the expiry rule and the clock abstraction that the TTL issue
-builds on. `expired` mirrors Flink's `TtlUtils.expired`: overflow-safe and inclusive.
+The TTL rule lives here for the Python side (the JVM's is `TtlRule.java`; both must pass
+`tests/vectors/ttl.tsv`): an entry written at `ts` with time-to-live `ttl` expires at
+`ts + ttl`, saturated at MAX_TS instead of overflowing, and is expired at every `now` at or
+after that (inclusive), as Flink's `TtlUtils.expired`. Plus the clock abstraction.
 """
 
 from __future__ import annotations
@@ -13,8 +15,16 @@ MAX_TS = (1 << 63) - 1  # Java Long.MAX_VALUE: timestamps are signed 64-bit mill
 
 
 def expiration_ts(ts: int, ttl: int) -> int:
-    """`ts + ttl`, saturated at MAX_TS instead of overflowing."""
+    """When an entry written at `ts` expires: `ts + ttl` saturated at MAX_TS; MAX_TS (never)
+    when `ttl <= 0` (no TTL)."""
+    if ttl <= 0:
+        return MAX_TS
     return ts + min(MAX_TS - ts, ttl)
+
+
+def expired_at(expires_at: int, now: int) -> bool:
+    """Whether an entry that expires at `expires_at` is expired at `now` (inclusive)."""
+    return expires_at <= now
 
 
 def expired(ts: int, ttl: int, now: int) -> bool:
@@ -22,7 +32,7 @@ def expired(ts: int, ttl: int, now: int) -> bool:
 
     All values are milliseconds. `ts + min(MAX - ts, ttl) <= now`.
     """
-    return expiration_ts(ts, ttl) <= now
+    return expired_at(expiration_ts(ts, ttl), now)
 
 
 class TtlTimeProvider(Protocol):

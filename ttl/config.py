@@ -18,9 +18,8 @@ import re
 import tomllib
 from typing import Any, Callable, Mapping
 
+from ..confkeys import PREFIX
 from ..errors import InvalidConfError
-
-PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 
 
 class UpdateType(enum.Enum):

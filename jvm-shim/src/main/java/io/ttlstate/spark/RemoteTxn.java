@@ -59,7 +59,7 @@ final class RemoteTxn {
         this.batchTimestampMs = batchTimestampMs;
         this.settings = settings;
         this.view = view != null && settings.viewUsable(batchTimestampMs) ? view : null;
-        this.writeExpiry = StoreView.expiryOfWrite(batchTimestampMs, settings.ttlMs);
+        this.writeExpiry = TtlRule.expiresAt(batchTimestampMs, settings.ttlMs);
         this.metrics = metrics;
     }
 

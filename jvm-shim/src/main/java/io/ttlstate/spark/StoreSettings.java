@@ -2,17 +2,13 @@ package io.ttlstate.spark;
 
 import java.util.Map;
 
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
-
 /**
  * The settings of one store as the worker resolved them in its OPEN reply (docs/PROTOCOL.md).
- * Every key, default and rule lives in Python ({@code ttlstate.conf}); the JVM only reads the
- * resolved values, falling back to the protocol's defaults for a value the reply lacks.
+ * Every key, default and rule lives in Python ({@code ttlstate.conf}, one registry); the JVM
+ * has no defaults of its own: a reply that lacks a value it needs, or holds one it cannot
+ * read, means the worker and the shim do not match, and opening the store fails saying so.
  */
 final class StoreSettings {
-    private static final Logger LOG = LoggerFactory.getLogger(StoreSettings.class);
-
     final int writeBatchBytes;
     final int iteratorChunkEntries;
     final long workerTimeoutMillis;
@@ -36,20 +32,20 @@ final class StoreSettings {
     final int latencySampleInterval;
 
     StoreSettings(Map<String, String> resolved) {
-        writeBatchBytes = (int) number(resolved, "writeBatchBytes", 256 * 1024);
-        iteratorChunkEntries = (int) number(resolved, "iteratorChunkEntries", 1024);
-        workerTimeoutMillis = number(resolved, "workerTimeout", WorkerConnection.DEFAULT_TIMEOUT_MILLIS);
-        snapshotMode = "snapshot".equalsIgnoreCase(resolved.get("checkpoint.mode"));
-        transferThreads = (int) number(resolved, "checkpoint.transferThreads", 4);
-        localCacheDir = resolved.get("checkpoint.localCacheDir");
-        cacheMaxBytes = number(resolved, "cache.maxBytes", 0);
-        keyFilter = Boolean.parseBoolean(resolved.getOrDefault("keyFilter.enabled", "false"));
-        ttlMs = number(resolved, "ttl.ms", 0);
-        ttlRefreshOnRead = Boolean.parseBoolean(resolved.getOrDefault("ttl.refreshOnRead", "false"));
-        ttlBatchClock = Boolean.parseBoolean(resolved.getOrDefault("ttl.batchClock", "true"));
-        ttlCountsAccesses = Boolean.parseBoolean(resolved.getOrDefault("ttl.countsAccesses", "false"));
-        latencySampleInterval = Boolean.parseBoolean(resolved.getOrDefault("latencyTracking.enabled", "false"))
-                ? (int) number(resolved, "latencyTracking.sampleInterval", 100) : 0;
+        writeBatchBytes = (int) number(resolved, "writeBatchBytes");
+        iteratorChunkEntries = (int) number(resolved, "iteratorChunkEntries");
+        workerTimeoutMillis = number(resolved, "workerTimeout");
+        snapshotMode = "snapshot".equalsIgnoreCase(required(resolved, "checkpoint.mode"));
+        transferThreads = (int) number(resolved, "checkpoint.transferThreads");
+        localCacheDir = resolved.get("checkpoint.localCacheDir"); // absent: the default directory
+        cacheMaxBytes = number(resolved, "cache.maxBytes");
+        keyFilter = flag(resolved, "keyFilter.enabled");
+        ttlMs = number(resolved, "ttl.ms");
+        ttlRefreshOnRead = flag(resolved, "ttl.refreshOnRead");
+        ttlBatchClock = flag(resolved, "ttl.batchClock");
+        ttlCountsAccesses = flag(resolved, "ttl.countsAccesses");
+        latencySampleInterval = flag(resolved, "latencyTracking.enabled")
+                ? (int) number(resolved, "latencyTracking.sampleInterval") : 0;
     }
 
     /**
@@ -61,16 +57,31 @@ final class StoreSettings {
         return ttlMs == 0 || (ttlBatchClock && batchTimestampMs >= 0);
     }
 
-    private static long number(Map<String, String> resolved, String name, long dflt) {
+    private static String required(Map<String, String> resolved, String name) {
         String v = resolved.get(name);
         if (v == null) {
-            return dflt;
+            throw new IllegalStateException("The worker's OPEN reply lacks the resolved setting '" + name
+                    + "': the Python package and the shim jar do not match (reinstall ttlstate)");
         }
+        return v;
+    }
+
+    private static long number(Map<String, String> resolved, String name) {
+        String v = required(resolved, name);
         try {
             return Long.parseLong(v.trim());
         } catch (NumberFormatException e) {
-            LOG.warn("Ignoring malformed resolved setting {}={}", name, v);
-            return dflt;
+            throw new IllegalStateException("The worker resolved the setting '" + name + "' to '" + v
+                    + "', not a whole number: the Python package and the shim jar do not match", e);
         }
+    }
+
+    private static boolean flag(Map<String, String> resolved, String name) {
+        String v = required(resolved, name);
+        if (!v.equals("true") && !v.equals("false")) {
+            throw new IllegalStateException("The worker resolved the setting '" + name + "' to '" + v
+                    + "', not true or false: the Python package and the shim jar do not match");
+        }
+        return v.equals("true");
     }
 }

@@ -26,8 +26,6 @@ import java.util.concurrent.atomic.AtomicLong;
  * with it), so the first store loaded does not take the budget from the others. Thread-safe.
  */
 final class StoreView {
-    /** Expiry time of a value without TTL. */
-    static final long NEVER = Long.MAX_VALUE;
     /**
      * Heap bytes of one cached entry besides its key and value bytes: its header in a slab and
      * its share of the index ({@link SlabCache#HEADER}, {@link SlabCache#SLOT_BYTES} at 60% load).
@@ -80,14 +78,6 @@ final class StoreView {
         }
     }
 
-    /** {@code expiresAt} of a value written at {@code now} under a TTL of {@code ttlMs} (0: none); saturating. */
-    static long expiryOfWrite(long now, long ttlMs) {
-        if (ttlMs <= 0) {
-            return NEVER;
-        }
-        return now > NEVER - ttlMs ? NEVER : now + ttlMs;
-    }
-
     /**
      * What the view knows of {@code key} at {@code version} and time {@code now}: a live cached
      * value, {@link #ABSENT} if the filter rules the key out, or null (ask the worker).
@@ -101,7 +91,7 @@ final class StoreView {
             int slot = values.find(key, hash);
             if (slot >= 0) {
                 long expiresAt = values.expiresAt(slot);
-                if (expiresAt > now) {
+                if (!TtlRule.expired(expiresAt, now)) {
                     values.touch(slot);
                     return new Cached(values.value(slot), expiresAt);
                 }
@@ -224,7 +214,7 @@ final class StoreView {
      * them out (they are never served: an expired value always goes to the worker).
      */
     private void evictExpired(long now) {
-        while (values.slabCount() > 0 && values.oldestSlabExpiry() <= now) {
+        while (values.slabCount() > 0 && TtlRule.expired(values.oldestSlabExpiry(), now)) {
             long before = values.memoryBytes();
             if (values.dropOldest(false) > 0) {
                 complete = false; // the worker may still show them (ReturnExpiredIfNotCleanedUp)

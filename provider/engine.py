@@ -1,0 +1,167 @@
+"""The RocksDB engine under a store: opening a database of the store's kind, the one place
+that turns rocksdict and OS errors into ours, file CRCs, and the few bulk operations the
+store, its transactions and the offline reader share. Options live in `rocksdb_options`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import zlib
+from typing import Iterator
+
+from rocksdict import AccessType, Rdict, WriteBatch
+
+from . import rocksdb_options
+from .errors import CorruptFileError, StorageError, TtlStateError
+from .manifest import SstFile
+from .protocol import RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER, RECORD_REMOVE_PRESENT
+from .ttl import MAX_TS
+
+_CRC_CHUNK = 1 << 20
+_DB_TTL_SUFFIX = 4  # RocksDB's TTL database appends a 4-byte write time to every value
+_DROPPED_BY_FILTER = re.compile(r"rocksdb\.compaction\.key\.drop\.user COUNT : (\d+)")
+_MEMORY_PROPERTIES = ("rocksdb.cur-size-all-mem-tables", "rocksdb.estimate-table-readers-mem")
+_BLOCK_CACHE_USAGE = "rocksdb.block-cache-usage"
+
+
+def engine_errors(fn):
+    """Decorator: the one place that turns rocksdict/OS errors into `StorageError`."""
+    def wrapped(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TtlStateError:
+            raise
+        except Exception as e:  # OSError, and rocksdict's plain Exception subclasses
+            where = getattr(args[0], "local_dir", None) if args else None
+            at = f" (store {args[0].store_id}, local dir {where})" if where else ""
+            raise StorageError(f"{fn.__qualname__}{at}: {type(e).__name__}: {e}") from e
+    wrapped.__name__ = fn.__name__
+    wrapped.__qualname__ = fn.__qualname__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+def open_database(path: str, settings: rocksdb_options.RocksDbSettings, db_ttl_ms: int | None = None):
+    """Open (or create) a database at `path`: a plain one, or with `db_ttl_ms` RocksDB's
+    TTL database (whose compaction filter drops entries written longer ago than that, in
+    whole seconds rounded up). Returns (database, its options: they hold the statistics of
+    a TTL database)."""
+    if db_ttl_ms is None:
+        opts = rocksdb_options.options(settings, statistics=False)
+        db = Rdict(path, opts)
+    else:
+        secs = math.ceil(min(MAX_TS, db_ttl_ms) / 1000)
+        opts = rocksdb_options.options(settings, statistics=True)
+        db = Rdict(path, opts, access_type=AccessType.with_ttl(min(max(secs, 1), 2**31 - 1)))
+    db.set_write_options(rocksdb_options.write_options())
+    return db, opts
+
+
+def compaction_drops(opts) -> int:
+    """Entries the TTL compaction filter dropped so far, from the database's statistics."""
+    m = _DROPPED_BY_FILTER.search(opts.get_statistics() or "")
+    return int(m.group(1)) if m else 0
+
+
+def memory_used(db: Rdict, with_block_cache: bool) -> int:
+    """Memtables and table readers of `db`, and its block cache if it has its own."""
+    props = _MEMORY_PROPERTIES + (_BLOCK_CACHE_USAGE,) if with_block_cache else _MEMORY_PROPERTIES
+    return sum(db.property_int_value(prop) or 0 for prop in props)
+
+
+def file_crc32(path: str) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CRC_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def link_checked(f: SstFile, given: str, dest: str, version: int):
+    """Hard-link (else copy) the SST `given` to `dest`, checking its size and CRC32
+    against the manifest; a mismatch names the SST's checkpoint name and the path."""
+    def bad(reason: str):
+        return CorruptFileError(given, version, f"SST {f.name}: {reason}")
+
+    try:
+        size = os.path.getsize(given)
+    except OSError:
+        raise bad("file does not exist") from None
+    if size != f.size:
+        raise bad(f"{size} bytes, the manifest says {f.size}")
+    try:
+        os.link(given, dest)
+    except OSError:  # another file system (EXDEV), or links not allowed
+        shutil.copyfile(given, dest)
+    crc = file_crc32(dest)
+    if crc != f.crc32:
+        os.unlink(dest)
+        raise bad(f"CRC32 {crc:08x}, the manifest says {f.crc32:08x}")
+
+
+def without_write_time(key: bytes, value: bytes) -> bytes:
+    """A value of RocksDB's TTL database without the 4-byte write time it appends."""
+    if len(value) < _DB_TTL_SUFFIX:
+        raise StorageError(f"value of key {key.hex()} is too short to hold RocksDB's TTL write time")
+    return value[:-_DB_TTL_SUFFIX]
+
+
+def write_keyed_records(db: Rdict, records) -> int:
+    """Write keyed records into `db` in one WriteBatch; returns the change in the key count.
+    A record without a presence hint (the JVM did not know) looks the key up: in the
+    records before it, else in the database."""
+    delta = 0
+    batch = WriteBatch(raw_mode=True)
+    written: dict[bytes, bool] = {}  # key: present after the records so far
+    for kind, key, value in records:
+        if kind == RECORD_PUT_NEW:
+            delta += 1
+            batch.put(key, value)
+            written[key] = True
+        elif kind == RECORD_PUT_OVER:
+            batch.put(key, value)
+            written[key] = True
+        elif kind == RECORD_REMOVE_PRESENT:
+            delta -= 1
+            batch.delete(key)
+            written[key] = False
+        else:  # RECORD_PUT or RECORD_REMOVE: is the key there?
+            present = written.get(key)
+            if present is None:
+                present = db.get(key) is not None
+            if kind == RECORD_PUT:
+                delta += not present
+                batch.put(key, value)
+                written[key] = True
+            elif present:
+                delta -= 1
+                batch.delete(key)
+                written[key] = False
+    db.write(batch)
+    return delta
+
+
+def db_items(db: Rdict, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """The database's (key, value) pairs under `prefix`, without the keys in `skip`; the
+    RocksDB iterator is created at the call."""
+    if not prefix and not skip:  # rocksdict's own iterator: no Python step per entry
+        return db.items()
+    it = db.iter()
+    return _db_items_of(it, prefix, skip)
+
+
+def _db_items_of(it, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    if prefix:
+        it.seek(prefix)
+    else:
+        it.seek_to_first()
+    while it.valid():
+        key = it.key()
+        if prefix and not key.startswith(prefix):
+            return
+        if key not in skip:
+            yield key, it.value()
+        it.next()

@@ -1,0 +1,352 @@
+"""A transaction: an uncommitted version over the committed version of a `Store`.
+
+Reads see the transaction's own writes, then (for a transaction beside another that
+committed) the pre-images it was given, then the database. With TTL every stored value
+carries Flink's 8-byte timestamp: reads hide, clean up and refresh entries by the
+transaction's clock (`ttl.expired` decides), and each access pays the incremental cleanup
+(`ttl_cleanup`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Iterator
+
+from . import statefile
+from .engine import db_items, write_keyed_records
+from .errors import TtlStateError
+from .protocol import RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_REMOVE, RECORD_REMOVE_PRESENT
+from .ttl import MAX_TS, codec, expiration_ts, expired_at
+from .ttl.config import StateVisibility, TimeCharacteristic, UpdateType
+from .ttl.histogram import TsHistogram
+from .ttl_cleanup import IncrementalCleanup
+
+
+class Txn:
+    """An uncommitted version over the committed version it began at.
+
+    A *direct* transaction (a write transaction begun while no other was open) writes
+    straight into the database and streams its changelog as it goes; commit only ends the
+    changelog, and an abort leaves the store at no version (the JVM reloads it). Other
+    write transactions keep an overlay, applied at commit.
+
+    rocksdict 0.3.29 snapshots honour `get` but not iteration, so versions are kept apart
+    by hand: when another transaction of the store commits, this one receives the
+    pre-images of the keys that commit changes (`shadow`), and reads consult
+    overlay -> shadow -> database.
+
+    Values in the overlay and the database are stored bytes (with the TTL timestamp when
+    the store has a TTL); `get`, `put` and `iterate` speak the caller's values.
+    """
+
+    def __init__(self, store, read_only: bool, batch_ts: int = -1,
+                 changelog: statefile.ChangelogWriter | None = None, direct: bool = False):
+        self.store = store
+        self.store_version = store.version
+        self.read_only = read_only
+        self.direct = direct
+        self.changelog = changelog  # direct: the changelog being written (None: none wanted)
+        self.committed = False
+        self.overlay: dict[bytes, bytes | None] = {}
+        self.shadow: dict[bytes, bytes | None] = {}
+        self.purged: set[bytes] = set()  # shadow keys the full-snapshot cleanup deleted
+        self.key_delta = 0
+        self.overlay_bytes = 0
+        self.deferred_error: TtlStateError | None = None
+        self.open = True
+        ttl = store.ttl
+        self.ttl_ms = store.ttl_ms
+        self.hist_delta = TsHistogram()
+        self.expired_on_read = 0
+        if ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME:
+            self.now = store.clock.current_timestamp
+        else:  # the batch's timestamp; the clock at BEGIN when the JVM does not know it
+            fixed = batch_ts if batch_ts >= 0 else store.clock.current_timestamp()
+            self.now = lambda: fixed
+        self.return_expired = ttl.state_visibility is StateVisibility.RETURN_EXPIRED_IF_NOT_CLEANED_UP
+        self.refresh_on_read = ttl.update_type is UpdateType.ON_READ_AND_WRITE and not read_only
+        self.cleans = bool(self.ttl_ms) and ttl.incremental_cleanup and not read_only
+        self.every_record = ttl.incremental_every_record
+        self.cleanup = IncrementalCleanup(self, store.cursor, ttl.incremental_size)
+
+    @property
+    def cursor(self) -> bytes:
+        """Where the incremental cleanup goes on (the store keeps it at commit)."""
+        return self.cleanup.cursor
+
+    @property
+    def expired_incremental(self) -> int:
+        return self.cleanup.expired
+
+    @property
+    def scanned(self) -> int:
+        return self.cleanup.scanned
+
+    def end(self):
+        if self.open:
+            self.open = False
+            store = self.store
+            store.txns.discard(self)
+            self.overlay = {}
+            self.shadow = {}
+            self.purged = set()
+            if self.direct:
+                store.writer = None
+                if self.changelog is not None:
+                    self.changelog.discard()
+                    self.changelog = None
+                if not self.committed:  # its writes are in the database: no version until a LOAD
+                    store.version = -1
+
+    def preserve(self, keys, purged: bool = False):
+        """Record the current values of `keys` before another transaction overwrites them
+        (or, `purged`, the full-snapshot cleanup deletes them)."""
+        db_get = self.store.db.get
+        shadow = self.shadow
+        for key in keys:
+            if key not in shadow:
+                shadow[key] = db_get(key)
+        if purged and not self.read_only:
+            self.purged.update(keys)
+
+    def purged_written(self) -> tuple[int, TsHistogram]:
+        """Entries the full-snapshot cleanup deleted under this transaction that it then
+        wrote: its deltas count them as present, the store no longer does, so they go
+        back into the store's count and histogram (their pre-images) at commit."""
+        hist = TsHistogram()
+        if not self.purged:
+            return 0, hist
+        keys = [k for k in self.purged if k in self.overlay]
+        for key in keys:
+            hist.add(codec.timestamp(self.shadow[key]))
+        return len(keys), hist
+
+    def _base_get(self, key: bytes) -> bytes | None:
+        shadow = self.shadow
+        if shadow and key in shadow:
+            return shadow[key]
+        return self.store.db.get(key)
+
+    def _stored(self, key: bytes) -> bytes | None:
+        overlay = self.overlay
+        if key in overlay:
+            return overlay[key]
+        return self._base_get(key)
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.lookup(key)[0]
+
+    def lookup(self, key: bytes) -> tuple[bytes | None, int]:
+        """(value, expiresAt): the value as `get` sees it, and when it expires (the first
+        `now` at which it is expired; MAX_TS without TTL). The JVM caches values by it."""
+        stored = self._stored(key)
+        if not self.ttl_ms or stored is None:
+            return stored, MAX_TS
+        found = self._visible(key, stored)
+        if self.cleans:
+            self.cleanup.accessed(1)
+        return found
+
+    def _visible(self, key: bytes, stored: bytes) -> tuple[bytes | None, int]:
+        """(value, expiresAt) of a stored entry at `now` for the caller, cleaning or
+        refreshing it."""
+        now = self.now()
+        ts, value = codec.decode(stored)
+        expires_at = expiration_ts(ts, self.ttl_ms)
+        if expired_at(expires_at, now):
+            if not self.read_only:  # cleanup on read
+                self.remove_stored(key)
+                self.expired_on_read += 1
+            return (value if self.return_expired else None), expires_at
+        if self.refresh_on_read and ts != now:
+            self._put_stored(key, codec.encode(now, value))
+            expires_at = expiration_ts(now, self.ttl_ms)
+        return value, expires_at
+
+    def apply(self, records, encoded: bytes | None = None):
+        """Apply a WRITE_BATCH's records (`protocol.read_records`); `encoded` is their bytes
+        when they are all keyed records (`protocol.encoded_records`). A transaction without
+        TTL that writes into the database copies those bytes into its changelog as they are
+        (its stored values are the callers' values)."""
+        if self.direct and not self.ttl_ms and encoded is not None and statefile.WIRE_RECORDS_ARE_FILE_RECORDS:
+            self.key_delta += write_keyed_records(self.store.db, records)
+            if self.changelog is not None:
+                self.changelog.add_encoded(encoded, len(records))
+            return
+        for kind, key, value in records:
+            if kind == RECORD_PUT:
+                self.put(key, value)
+            elif kind == RECORD_REMOVE:
+                self.remove(key)
+            elif kind == RECORD_ACCESS:
+                self.accessed(value)
+            elif kind == RECORD_REMOVE_PRESENT:
+                self.remove(key, present=True)
+            else:
+                self.put(key, value, present=kind == RECORD_PUT_OVER)
+
+    def put(self, key: bytes, value: bytes, present: bool | None = None):
+        """Write `value`; `present` (stores without TTL only) says whether the key is in the
+        committed version, when the JVM knows it, so the key count needs no lookup."""
+        if not self.ttl_ms:
+            if present is None:
+                self._put_stored(key, value)
+            elif self.direct:
+                self.key_delta += not present
+                self.store.db[key] = value
+                if self.changelog is not None:
+                    self.changelog.add(key, value)
+            elif key in self.overlay:
+                self._put_stored(key, value)
+            else:
+                self.overlay_bytes += len(key) + len(value)
+                self.key_delta += not present
+                self.overlay[key] = value
+            return
+        self._put_stored(key, codec.encode(self.now(), value))
+        if self.cleans:
+            self.cleanup.accessed(1)
+
+    def _put_stored(self, key: bytes, stored: bytes):
+        if self.direct:
+            db = self.store.db
+            self._count_write(db.get(key), stored)
+            db[key] = stored
+            if self.changelog is not None:
+                self.changelog.add(key, stored)
+            return
+        old = self.overlay.get(key, _ABSENT)
+        if old is _ABSENT:  # first write of this key in the transaction
+            old = self._base_get(key)
+            self.overlay_bytes += len(key)
+        else:
+            self.overlay_bytes -= len(old) if old else 0
+        self._count_write(old, stored)
+        self.overlay_bytes += len(stored)
+        self.overlay[key] = stored
+
+    def _count_write(self, old: bytes | None, stored: bytes):
+        """The key count and timestamp histogram after a key's `old` stored value (None:
+        absent) became `stored`."""
+        if old is None:
+            self.key_delta += 1
+        elif self.ttl_ms:
+            self.hist_delta.add(codec.timestamp(old), -1)
+        if self.ttl_ms:
+            self.hist_delta.add(codec.timestamp(stored))
+
+    def remove(self, key: bytes, present: bool = False):
+        """Remove `key`; `present` (stores without TTL only): the JVM knows it is in the
+        committed version."""
+        if present and not self.ttl_ms and self.direct:
+            self.key_delta -= 1
+            del self.store.db[key]
+            if self.changelog is not None:
+                self.changelog.add(key, None)
+            return
+        if present and not self.ttl_ms and key not in self.overlay:
+            self.overlay_bytes += len(key)
+            self.key_delta -= 1
+            self.overlay[key] = None
+            return
+        self.remove_stored(key)
+        if self.cleans:
+            self.cleanup.accessed(1)
+
+    def remove_stored(self, key: bytes):
+        if self.direct:
+            db = self.store.db
+            old = db.get(key)
+            if old is None:
+                return  # removing a missing key is a no-op
+            if self.ttl_ms:
+                self.hist_delta.add(codec.timestamp(old), -1)
+            self.key_delta -= 1
+            del db[key]
+            if self.changelog is not None:
+                self.changelog.add(key, None)
+            return
+        old = self.overlay.get(key, _ABSENT)
+        if old is _ABSENT:
+            old = self._base_get(key)
+            if old is None:
+                return  # removing a missing key is a no-op
+            self.overlay_bytes += len(key)
+        elif old is None:
+            return  # already removed in this transaction
+        else:
+            self.overlay_bytes -= len(old)
+        if self.ttl_ms:
+            self.hist_delta.add(codec.timestamp(old), -1)
+        self.key_delta -= 1
+        self.overlay[key] = None
+
+    @property
+    def num_keys(self) -> int:
+        purged, purged_hist = self.purged_written()
+        if purged:
+            purged_hist.merge(self.hist_delta)
+            return self.store.visible_keys(self.now(), purged_hist, self.key_delta + purged)
+        return self.store.visible_keys(self.now(), self.hist_delta, self.key_delta)
+
+    def iterate(self, prefix: bytes, with_expiry: bool = False) -> Iterator[tuple]:
+        """Entries `(key, value)` whose key starts with `prefix`, as of now, in key order;
+        `(key, value, expiresAt)` with `with_expiry`.
+
+        The overlay and shadow are copied and the RocksDB iterator pins the database as
+        of this call, so later writes (this transaction's or a concurrent commit) do not
+        disturb the iteration (the RocksDB provider's behaviour).
+        """
+        base = _sorted_prefixed(self.shadow, prefix)
+        staged = _sorted_prefixed(self.overlay, prefix)
+        merged = db_items(self.store.db, prefix, {k for k, _ in base})
+        if not base and not staged and not self.ttl_ms:
+            # the database alone, its values are the stored bytes: no Python step per entry
+            return ((k, v, MAX_TS) for k, v in merged) if with_expiry else merged
+        if base or staged:  # merge in what the transaction holds besides the database
+            staged_keys = {k for k, _ in staged}
+            committed = heapq.merge(merged, base, key=_first)
+            merged = heapq.merge((kv for kv in committed if kv[0] not in staged_keys), staged, key=_first)
+        return self._visible_entries(merged, with_expiry)
+
+    def _visible_entries(self, merged, with_expiry: bool) -> Iterator[tuple]:
+        """The entries of `iterate` from merged (key, stored or None) pairs."""
+        if not self.ttl_ms:
+            for key, value in merged:
+                if value is not None:
+                    yield (key, value, MAX_TS) if with_expiry else (key, value)
+            return
+        for key, stored in merged:
+            if stored is None:
+                continue
+            if self.cleans and self.every_record:
+                self.cleanup.accessed(1)
+            value, expires_at = self._visible(key, stored)
+            if value is not None:
+                yield (key, value, expires_at) if with_expiry else (key, value)
+
+    # -- incremental cleanup --------------------------------------------------------------
+
+    def accessed(self, n: int):
+        """`n` state accesses the JVM answered without asking (they count for the cleanup)."""
+        if self.cleans and n > 0:
+            self.cleanup.accessed(n)
+
+    def finish_cleanup(self):
+        if self.cleans:
+            self.cleanup.finish()
+
+
+_ABSENT = object()  # "not in the overlay", as opposed to None: "removed"
+
+
+def _first(kv):
+    return kv[0]
+
+
+def _sorted_prefixed(d: dict, prefix: bytes) -> list:
+    if not d:
+        return []
+    if prefix:
+        return sorted((k, v) for k, v in d.items() if k.startswith(prefix))
+    return sorted(d.items())
