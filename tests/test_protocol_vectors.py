@@ -1,5 +1,6 @@
 """Shared protocol vectors (tests/vectors/frames.tsv) decoded by both sides identically."""
 
+import os
 import pathlib
 import subprocess
 
@@ -38,8 +39,10 @@ def test_python_decoder_matches_vector(name, body, expected):
 
 def test_java_decoder_matches_vectors():
     import ttlstate
+    from checkpoint_queries import testfs_jar  # the test-only jar holds VectorCheck
     out = subprocess.run(
-        ["java", "-cp", ttlstate.jar_path(), "io.ttlstate.spark.protocol.VectorCheck", str(VECTORS)],
+        ["java", "-cp", ttlstate.jar_path() + os.pathsep + testfs_jar(),
+         "io.ttlstate.spark.protocol.VectorCheck", str(VECTORS)],
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     n = len(VECTORS.read_text().splitlines())
