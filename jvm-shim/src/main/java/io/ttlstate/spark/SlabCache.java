@@ -17,7 +17,9 @@ import java.util.NoSuchElementException;
  * <p>Entries are appended to the newest slab and never changed in place: replacing or removing
  * a key leaves its old bytes dead in their slab. Memory is given back a slab at a time, oldest
  * first ({@link #dropOldest}); entries of that slab read since they were written move to the
- * newest slab (a second chance: CLOCK's approximation of least-recently-used). Because slabs
+ * newest slab (a second chance: CLOCK's approximation of least-recently-used), and so do all
+ * of its live entries when most of it is dead (the slab is compacted, nothing is evicted:
+ * a store that rewrites its values would otherwise lose live ones for dead bytes). Because slabs
  * are immutable once written, a {@link Snapshot} reads them safely while the cache changes.
  * Not thread-safe: {@link StoreView} synchronises.
  */
@@ -41,6 +43,8 @@ final class SlabCache {
         final byte[] data;
         final int id;
         int fill;
+        /** Bytes of the entries in it that the index still names. */
+        int live;
         long maxExpiresAt = Long.MIN_VALUE;
 
         Slab(int size, int id) {
@@ -138,9 +142,10 @@ final class SlabCache {
         System.arraycopy(key, 0, s.data, o + HEADER, key.length);
         System.arraycopy(value, 0, s.data, o + HEADER + key.length, value.length);
         s.fill += entry;
+        s.live += entry;
         s.maxExpiresAt = Math.max(s.maxExpiresAt, expiresAt);
         if (slot >= 0) {
-            liveBytes -= entryBytes(slot);
+            forget(slot);
         } else {
             if (size + 1 > hashes.length * LOAD) {
                 resize(hashes.length * 2);
@@ -160,7 +165,7 @@ final class SlabCache {
         if (slot < 0) {
             return false;
         }
-        liveBytes -= entryBytes(slot);
+        forget(slot);
         deleteSlot(slot);
         return true;
     }
@@ -171,9 +176,9 @@ final class SlabCache {
     }
 
     /**
-     * Frees the oldest slab: its live entries that were read since written move to the newest
-     * slab if {@code secondChance} and another slab exists, the others are forgotten.
-     * Returns how many entries were forgotten.
+     * Frees the oldest slab. If {@code secondChance} and another slab exists, its live entries
+     * move to the newest slab when at most half of its bytes are live (compaction), else those
+     * read since written do; the others are forgotten. Returns how many entries were forgotten.
      */
     int dropOldest(boolean secondChance) {
         if (slabCount == 0) {
@@ -181,19 +186,21 @@ final class SlabCache {
         }
         Slab old = slab(oldestId);
         boolean canMove = secondChance && slabCount > 1;
+        boolean moveAll = canMove && old.live <= old.fill / 2;
         int dropped = 0;
         for (int o = 0; o < old.fill; ) {
             int hash = (int) INT.get(old.data, o);
             int entry = HEADER + (int) INT.get(old.data, o + 4) + (int) INT.get(old.data, o + 8);
             int slot = slotOf(hash, old.id, o);
             if (slot >= 0) {
-                if (canMove && (offsets[slot] & ACCESSED) != 0) {
+                if (moveAll || (canMove && (offsets[slot] & ACCESSED) != 0)) {
                     Slab s = slabFor(entry);
                     System.arraycopy(old.data, o, s.data, s.fill, entry);
                     s.maxExpiresAt = Math.max(s.maxExpiresAt, (long) LONG.get(old.data, o + 12));
                     slabIds[slot] = s.id;
-                    offsets[slot] = s.fill + 1;
+                    offsets[slot] = (s.fill + 1) | (offsets[slot] & ACCESSED & (moveAll ? ~0 : 0));
                     s.fill += entry;
+                    s.live += entry;
                 } else {
                     liveBytes -= entry;
                     deleteSlot(slot);
@@ -296,10 +303,13 @@ final class SlabCache {
         return ring[id & (ring.length - 1)];
     }
 
-    private int entryBytes(int slot) {
-        byte[] data = slab(slabIds[slot]).data;
+    /** The entry at {@code slot} is no longer live (replaced or removed): its bytes turn dead. */
+    private void forget(int slot) {
+        Slab s = slab(slabIds[slot]);
         int o = (offsets[slot] & ~ACCESSED) - 1;
-        return HEADER + (int) INT.get(data, o + 4) + (int) INT.get(data, o + 8);
+        int entry = HEADER + (int) INT.get(s.data, o + 4) + (int) INT.get(s.data, o + 8);
+        s.live -= entry;
+        liveBytes -= entry;
     }
 
     /** The newest slab if {@code entry} bytes fit in it, else a new one. */
