@@ -240,8 +240,7 @@ class Store:
         try:
             checkpoint = os.path.join(directory, "rocksdb")
             Checkpoint(self.db).create_checkpoint(checkpoint)  # flushes the memtable first
-            if ttl_cleanup.count_compaction_drops(self):
-                ttl_cleanup.recount(self)
+            ttl_cleanup.recount_after_compaction_drops(self)
             ssts, inline = self._checkpoint_files(checkpoint)
             m = Manifest(version=self.version, num_keys=self.num_keys, layout=self.layout,
                          db_ttl=self.db_ttl, batch_ts=self.batch_ts, cursor=self.cursor,

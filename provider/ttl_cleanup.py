@@ -128,8 +128,7 @@ def purge_expired(store):
     opts = CompactOptions()  # rewrite even the bottom level, so no tombstone is left either
     opts.set_bottommost_level_compaction(BottommostLevelCompaction.force_optimized())
     store.db.compact_range(gone[0], gone[-1], opts)
-    if count_compaction_drops(store):
-        recount(store)
+    recount_after_compaction_drops(store)
     log.info("%s: full-snapshot cleanup deleted %d expired entries of version %d",
              store.store_id, len(gone), store.version)
 
@@ -146,6 +145,13 @@ def count_compaction_drops(store) -> int:
         store.dropped_unreported += new
         store.num_keys -= new
     return max(new, 0)
+
+
+def recount_after_compaction_drops(store):
+    """After a compaction: if the TTL filter dropped entries, the key count and histogram are
+    rebuilt by a scan (the counter alone does not say which timestamps went)."""
+    if count_compaction_drops(store):
+        recount(store)
 
 
 def recount(store):
@@ -169,7 +175,6 @@ def periodic_compaction(store) -> None:
         return
     store.last_compaction = now
     store.db.compact_range(None, None)
-    if count_compaction_drops(store):
-        recount(store)
+    recount_after_compaction_drops(store)
     log.info("%s: periodic compaction done, %d entries dropped by the TTL filter so far",
              store.store_id, store.dropped_seen)

@@ -30,6 +30,8 @@ final class SlabCache {
     static final int SLOT_BYTES = 12;
     /** Slots used at most, as a fraction of the index (linear probing stays short below it). */
     private static final double LOAD = 0.6;
+    /** Heap bytes one entry takes besides its key and value: its header and its share of the index. */
+    static final int ENTRY_OVERHEAD = HEADER + (int) Math.round(SLOT_BYTES / LOAD);
     /** The first slab's size; slabs double with the cache up to {@link #MAX_SLAB}. */
     static final int MIN_SLAB = 4 << 10;
     static final int MAX_SLAB = 256 << 10;
@@ -65,21 +67,15 @@ final class SlabCache {
     private int[] slabIds = new int[INITIAL_SLOTS];
     private int[] offsets = new int[INITIAL_SLOTS];
     private int size;
-    private long liveBytes;
 
-    /** Bytes of Java heap this cache holds (slabs and index). */
+    /** Bytes of Java heap this cache holds beyond an empty one (slabs, and the index's growth). */
     long memoryBytes() {
-        return slabBytes + (long) hashes.length * SLOT_BYTES;
+        return slabBytes + (long) (hashes.length - INITIAL_SLOTS) * SLOT_BYTES;
     }
 
     /** Entries held. */
     int size() {
         return size;
-    }
-
-    /** Bytes of the live entries (headers, keys and values). */
-    long liveBytes() {
-        return liveBytes;
     }
 
     int slabCount() {
@@ -156,7 +152,6 @@ final class SlabCache {
         }
         slabIds[slot] = s.id;
         offsets[slot] = o + 1;
-        liveBytes += entry;
     }
 
     /** Forgets {@code key}; whether it was held. */
@@ -202,7 +197,6 @@ final class SlabCache {
                     s.fill += entry;
                     s.live += entry;
                 } else {
-                    liveBytes -= entry;
                     deleteSlot(slot);
                     dropped++;
                 }
@@ -225,7 +219,6 @@ final class SlabCache {
         slabIds = new int[INITIAL_SLOTS];
         offsets = new int[INITIAL_SLOTS];
         size = 0;
-        liveBytes = 0;
     }
 
     /** Every entry as it is now; later changes to the cache do not show in it. */
@@ -260,10 +253,6 @@ final class SlabCache {
             this.firstId = firstId;
             this.ids = ids;
             this.offs = offs;
-        }
-
-        int size() {
-            return ids.length;
         }
 
         /** Entries per chunk handed out by {@link #next}. */
@@ -309,7 +298,6 @@ final class SlabCache {
         int o = (offsets[slot] & ~ACCESSED) - 1;
         int entry = HEADER + (int) INT.get(s.data, o + 4) + (int) INT.get(s.data, o + 8);
         s.live -= entry;
-        liveBytes -= entry;
     }
 
     /** The newest slab if {@code entry} bytes fit in it, else a new one. */

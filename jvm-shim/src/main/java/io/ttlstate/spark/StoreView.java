@@ -26,11 +26,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * with it), so the first store loaded does not take the budget from the others. Thread-safe.
  */
 final class StoreView {
-    /**
-     * Heap bytes of one cached entry besides its key and value bytes: its header in a slab and
-     * its share of the index ({@link SlabCache#HEADER}, {@link SlabCache#SLOT_BYTES} at 60% load).
-     */
-    static final int ENTRY_OVERHEAD = SlabCache.HEADER + 20;
+    /** Heap bytes of one cached entry besides its key and value bytes. */
+    static final int ENTRY_OVERHEAD = SlabCache.ENTRY_OVERHEAD;
     /** The answer "the filter says this version does not hold the key". */
     static final Cached ABSENT = new Cached(new byte[0], 0);
 
@@ -47,6 +44,7 @@ final class StoreView {
     private final boolean useFilter;
     private final SlabCache values = new SlabCache();
     private long version = -1;
+    /** What this view counts in its budget: the heap its cache takes ({@link #settle}). */
     private long bytes;
     /** Keys the version may hold; null while unknown (after a load, until {@link #filterReady}). */
     private KeyFilter filter;
@@ -215,12 +213,11 @@ final class StoreView {
      */
     private void evictExpired(long now) {
         while (values.slabCount() > 0 && TtlRule.expired(values.oldestSlabExpiry(), now)) {
-            long before = values.memoryBytes();
             if (values.dropOldest(false) > 0) {
                 complete = false; // the worker may still show them (ReturnExpiredIfNotCleanedUp)
             }
-            account(values.memoryBytes() - before);
         }
+        settle();
     }
 
     /**
@@ -302,28 +299,26 @@ final class StoreView {
         if (budgetBytes == 0) {
             return;
         }
-        long before = values.memoryBytes();
         values.put(key, hash, value, expiresAt);
-        account(values.memoryBytes() - before);
+        settle();
         while (shared.held.get() > budgetBytes && values.slabCount() > 0) {
-            before = values.memoryBytes();
             if (values.dropOldest(values.slabCount() > 1) > 0) {
                 complete = false;
                 evictedSinceReset = true;
             }
-            account(values.memoryBytes() - before);
+            settle();
         }
     }
 
     private void clearValues() {
-        long before = values.memoryBytes();
         values.clear();
-        account(values.memoryBytes() - before);
+        settle();
     }
 
-    /** Adds {@code delta} bytes to this cache's and its budget's totals. */
-    private void account(long delta) {
-        bytes += delta;
-        shared.held.addAndGet(delta);
+    /** Brings this view's count, and its budget's, to the heap its cache takes now. */
+    private void settle() {
+        long now = values.memoryBytes();
+        shared.held.addAndGet(now - bytes);
+        bytes = now;
     }
 }
