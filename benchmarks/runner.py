@@ -124,6 +124,10 @@ def summarize(progress: list[dict]) -> dict:
                 if k in SUMMED_METRICS:
                     custom[k] = custom.get(k, 0) + int(v)
     last_ops = progress[-1].get("stateOperators", [])
+
+    def peak(read) -> int:  # the largest per-batch sum over a query's state operators
+        return max((sum(int(read(o) or 0) for o in p.get("stateOperators", [])) for p in progress), default=0)
+
     return {
         "batches": len(progress),
         "rows": sum(p["numInputRows"] for p in progress),
@@ -132,6 +136,11 @@ def summarize(progress: list[dict]) -> dict:
         "median_commit_ms": _median([sum(o.get("commitTimeMs", 0) for o in os_) for os_ in ops]),
         "state_rows": sum(o.get("numRowsTotal", 0) for o in last_ops),
         "custom": custom,
+        # What the stores report (the memory breakdown): ttlstate's memoryUsedBytes is its
+        # workers' RocksDB memory (memtables, table readers, per-store block caches) plus open
+        # overlays; ttlstateCacheBytes the JVM's value cache and key filter.
+        "peak_store_memory_bytes": peak(lambda o: o.get("memoryUsedBytes")),
+        "peak_cache_bytes": peak(lambda o: o.get("customMetrics", {}).get("ttlstateCacheBytes")),
     }
 
 

@@ -205,8 +205,8 @@ ENTRIES += (
     ConfEntry(
         "rocksdb.blockCacheSize", _byte_size(1 << 40), None,
         "Block cache of each store's database (`0`: none). Default: the profile's (8 MiB, as "
-        "Spark's RocksDB provider, except `SPINNING_DISK_OPTIMIZED_HIGH_MEM`: 256 MiB). Ignored when "
-        "`rocksdb.boundedMemory.totalBytes` is set.",
+        "Spark's RocksDB provider, except `SPINNING_DISK_OPTIMIZED_HIGH_MEM`: 256 MiB). Used only "
+        "with `rocksdb.boundedMemory.totalBytes=0`.",
         "store"),
     ConfEntry(
         "rocksdb.blockSize", _byte_size(1 << 30), None,
@@ -227,11 +227,12 @@ ENTRIES += (
         "RocksDB's (snappy).",
         "store"),
     ConfEntry(
-        "rocksdb.boundedMemory.totalBytes", _byte_size(1 << 40), "0",
+        "rocksdb.boundedMemory.totalBytes", _byte_size(1 << 40), "64m",
         "Bound the RocksDB memory of all stores of a worker process together: one block cache "
-        "of this size shared by all their databases, which also holds their index and filter "
-        "blocks, with their memtables charged to it (a write buffer manager). `0`: off, each "
-        "database has its own block cache and memtables.",
+        "of this size shared by all their databases, with their memtables charged to it (a "
+        "write buffer manager). Index and filter blocks stay outside it, with each table. "
+        "`0`: off, each database has its own block cache (`rocksdb.blockCacheSize`) and "
+        "memtables.",
         "store"),
     ConfEntry(
         "rocksdb.boundedMemory.writeBufferRatio", _ratio, "0.5",

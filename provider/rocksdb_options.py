@@ -4,7 +4,9 @@
 other keys override single options, and `rocksdb.boundedMemory.totalBytes` bounds the memory
 of all stores of a worker process together: one block cache of that size, shared by every
 database the process opens, with their memtables charged to it through one write buffer
-manager (Flink's managed memory, Spark's `boundedMemoryUsage`).
+manager (Flink's managed memory, Spark's `boundedMemoryUsage`). Index and filter blocks stay
+outside it, in each table reader, so they grow with the data instead of being evicted and
+read again (DESIGN 50).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ DEFAULT_BLOCK_CACHE_BYTES = 8 * _MIB
 
 @dataclasses.dataclass(frozen=True)
 class RocksDbSettings:
-    """The resolved `rocksdb.*` settings of a store (None: the profile's value)."""
+    """The resolved `rocksdb.*` settings of a store (None: the profile's value). Built
+    directly (tests, offline tools) it is RocksDB's profile with a block cache per store."""
 
     profile: str = "DEFAULT"
     block_cache_bytes: int | None = None
@@ -46,16 +49,16 @@ class RocksDbSettings:
 
     @staticmethod
     def from_conf(settings: dict) -> "RocksDbSettings":
-        """From `conf.resolve(..., "store")` output (short names)."""
+        """From `conf.resolve(..., "store")` output (short names; conf.py fills the defaults)."""
         return RocksDbSettings(
-            profile=settings.get("rocksdb.profile", "DEFAULT"),
+            profile=settings["rocksdb.profile"],
             block_cache_bytes=settings.get("rocksdb.blockCacheSize"),
             block_bytes=settings.get("rocksdb.blockSize"),
             write_buffer_bytes=settings.get("rocksdb.writeBufferSize"),
             max_write_buffers=settings.get("rocksdb.maxWriteBufferNumber"),
             compression=settings.get("rocksdb.compression"),
-            bounded_total_bytes=settings.get("rocksdb.boundedMemory.totalBytes", 0),
-            bounded_write_buffer_ratio=settings.get("rocksdb.boundedMemory.writeBufferRatio", 0.5))
+            bounded_total_bytes=settings["rocksdb.boundedMemory.totalBytes"],
+            bounded_write_buffer_ratio=settings["rocksdb.boundedMemory.writeBufferRatio"])
 
 
 class _SharedMemory:
@@ -111,8 +114,6 @@ def options(s: RocksDbSettings, statistics: bool) -> Options:
     if s.bounded_total_bytes:
         cache, wbm = SHARED.get(s.bounded_total_bytes, s.bounded_write_buffer_ratio)
         table.set_block_cache(cache)
-        table.set_cache_index_and_filter_blocks(True)
-        table.set_pin_l0_filter_and_index_blocks_in_cache(True)
         opts.set_write_buffer_manager(wbm)
     elif block_cache == 0:
         table.disable_cache()

