@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping
 
-from . import rocksdb_options
+from . import rocksdb_options, values
 from .confkeys import PREFIX
 from .errors import InvalidConfError
 from .ttl import config as ttl_config
@@ -32,106 +32,24 @@ class ConfEntry:
         return PREFIX + self.name
 
 
-def _positive_int(upper: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text.strip())
-        except ValueError:
-            v = 0
-        if not 1 <= v <= upper:
-            raise ValueError(f"expected an integer from 1 to {upper}")
-        return v
-    return parse
-
-
-def _one_of(*allowed: str):
-    def parse(text: str) -> str:
-        v = text.strip().lower()
-        if v not in allowed:
-            raise ValueError("expected one of " + ", ".join(allowed))
-        return v
-    return parse
-
-
-def _timeout_ms(text: str) -> int:
-    """A positive duration (`30s`, `10min`, or milliseconds), in milliseconds."""
-    v = ttl_config.parse_duration(text.strip())
-    if not 1_000 <= v <= 7 * 24 * 3_600_000:
-        raise ValueError("expected a duration from 1s to 7d (e.g. 30s, 10min)")
-    return v
-
-
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-               "g": 1 << 30, "gb": 1 << 30}
-
-
-def _byte_size(upper: int):
-    """A size in bytes: `134217728`, `512k`, `128m`, `1g` (binary units)."""
-    def parse(text: str) -> int:
-        t = text.strip().lower()
-        digits = t.rstrip("bkmg")
-        unit = t[len(digits):]
-        try:
-            v = int(digits) * _SIZE_UNITS[unit]
-        except (ValueError, KeyError):
-            v = -1
-        if not 0 <= v <= upper:
-            raise ValueError(f"expected a size from 0 to {upper} bytes, such as 64m or 1g")
-        return v
-    return parse
-
-
-def _boolean(text: str) -> bool:
-    v = text.strip().lower()
-    if v not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return v == "true"
-
-
-def _upper_one_of(*allowed: str):
-    def parse(text: str) -> str:
-        v = text.strip().upper()
-        if v not in allowed:
-            raise ValueError("expected one of " + ", ".join(allowed))
-        return v
-    return parse
-
-
-def _ratio(text: str) -> float:
-    try:
-        v = float(text.strip())
-    except ValueError:
-        v = -1.0
-    if not 0.0 < v < 1.0:
-        raise ValueError("expected a number between 0 and 1 (exclusive), such as 0.5")
-    return v
-
-
-def _absolute_path(text: str) -> str:
-    v = text.strip()
-    if not v.startswith("/"):
-        raise ValueError("expected an absolute local directory path")
-    return v
-
-
 ENTRIES: tuple[ConfEntry, ...] = (
     ConfEntry(
-        "workers", _positive_int(64), None,
+        "workers", values.int_between(1, 64), None,
         "Store worker processes per executor. Default: the executor's cores "
         "(`spark.executor.cores`, else the machine's processors). Stores are pinned to a "
         "worker by a hash of their id.",
         "service"),
     ConfEntry(
-        "writeBatchBytes", _positive_int(16 * 1024 * 1024), "262144",
+        "writeBatchBytes", values.int_between(1, 16 * 1024 * 1024), "262144",
         "Write-behind buffer of the JVM shim: puts and removes are shipped to the worker in "
         "one frame when this many bytes are buffered (and before any read that needs them).",
         "store"),
     ConfEntry(
-        "iteratorChunkEntries", _positive_int(1_000_000), "1024",
+        "iteratorChunkEntries", values.int_between(1, 1_000_000), "1024",
         "Entries per chunk when iterating or prefix-scanning a store.",
         "store"),
     ConfEntry(
-        "workerTimeout", _timeout_ms, "10min",
+        "workerTimeout", values.duration_between(1_000, 7 * 24 * 3_600_000, "1s to 7d"), "10min",
         "How long the JVM waits for a store worker's answer to one request. A worker that "
         "does not answer in time (stopped, stuck on a disk) is killed, so its service "
         "starts a fresh one, and the task fails with `TTLSTATE_WORKER_TIMEOUT` naming the "
@@ -139,7 +57,7 @@ ENTRIES: tuple[ConfEntry, ...] = (
         "Long requests (a load or snapshot of a big store) must fit in it.",
         "store"),
     ConfEntry(
-        "checkpoint.mode", _one_of("changelog", "snapshot"), "changelog",
+        "checkpoint.mode", values.one_of("changelog", "snapshot"), "changelog",
         "`changelog`: a commit uploads only a zstd log of the version's writes, and snapshot "
         "maintenance uploads an incremental SST snapshot every "
         "`spark.sql.streaming.stateStore.minDeltasForSnapshot` versions. `snapshot`: every "
@@ -148,12 +66,12 @@ ENTRIES: tuple[ConfEntry, ...] = (
         "across a restart.",
         "store"),
     ConfEntry(
-        "checkpoint.transferThreads", _positive_int(64), "4",
+        "checkpoint.transferThreads", values.int_between(1, 64), "4",
         "Threads of the executor's pool that upload and download checkpoint files (shared "
         "by all stores of the executor; the largest value any store asks for wins).",
         "store"),
     ConfEntry(
-        "checkpoint.localCacheDir", _absolute_path, None,
+        "checkpoint.localCacheDir", values.absolute_path, None,
         "Directory where the executor keeps copies of the checkpoint files its stores wrote "
         "or read, so a store that is loaded again on the same machine (a restarted query, "
         "a store that moved back) downloads only what it does not hold. Files of versions "
@@ -164,7 +82,7 @@ ENTRIES: tuple[ConfEntry, ...] = (
 
 ENTRIES += (
     ConfEntry(
-        "cache.maxBytes", _byte_size(1 << 40), "128m",
+        "cache.maxBytes", values.byte_size(1 << 40), "128m",
         "Heap the JVM may use to cache the values its stores read and wrote, so repeated "
         "reads of a key cost no round trip to the worker. One budget for all stores of an "
         "executor: a store may use what the others leave, and a store that adds values while "
@@ -175,7 +93,7 @@ ENTRIES += (
         "empties it) and never serves an expired value. `0` turns it off.",
         "store"),
     ConfEntry(
-        "keyFilter.enabled", _boolean, "true",
+        "keyFilter.enabled", values.boolean, "true",
         "Keep a Bloom filter of the keys of each loaded version in the JVM (16 bits per "
         "key), so most reads of absent keys cost no round trip. After a load from the "
         "checkpoint it is built by reading the version's keys once.",
@@ -184,17 +102,17 @@ ENTRIES += (
 
 ENTRIES += (
     ConfEntry(
-        "latencyTracking.enabled", _boolean, "false",
+        "latencyTracking.enabled", values.boolean, "false",
         "Sample the latency of gets and puts as the operator sees it (JVM side, cache hits "
         "included) and report percentiles per batch (`ttlstateLatency*` metrics), like "
         "Flink's `state.latency-track`. Off by default; two clock reads per sampled access.",
         "store"),
     ConfEntry(
-        "latencyTracking.sampleInterval", _positive_int(1_000_000), "100",
+        "latencyTracking.sampleInterval", values.int_between(1, 1_000_000), "100",
         "With latency tracking, time every n-th get and every n-th put of a store.",
         "store"),
     ConfEntry(
-        "rocksdb.profile", _upper_one_of(*rocksdb_options.PROFILES), "DEFAULT",
+        "rocksdb.profile", values.one_of(*rocksdb_options.PROFILES, case=str.upper), "DEFAULT",
         "Flink's predefined RocksDB options: `DEFAULT`; `SPINNING_DISK_OPTIMIZED` (level "
         "compaction with dynamic level sizes, 4 background threads, unlimited open files); "
         "`SPINNING_DISK_OPTIMIZED_HIGH_MEM` (the same plus 256 MiB block cache, 128 KiB "
@@ -203,31 +121,31 @@ ENTRIES += (
         "files). The other `rocksdb.*` keys override single options of the profile.",
         "store"),
     ConfEntry(
-        "rocksdb.blockCacheSize", _byte_size(1 << 40), None,
+        "rocksdb.blockCacheSize", values.byte_size(1 << 40), None,
         "Block cache of each store's database (`0`: none). Default: the profile's (8 MiB, as "
         "Spark's RocksDB provider, except `SPINNING_DISK_OPTIMIZED_HIGH_MEM`: 256 MiB). Used only "
         "with `rocksdb.boundedMemory.totalBytes=0`.",
         "store"),
     ConfEntry(
-        "rocksdb.blockSize", _byte_size(1 << 30), None,
+        "rocksdb.blockSize", values.byte_size(1 << 30), None,
         "Size of a data block in the SST files (RocksDB's default 4 KiB). Default: the profile's.",
         "store"),
     ConfEntry(
-        "rocksdb.writeBufferSize", _byte_size(1 << 34), None,
+        "rocksdb.writeBufferSize", values.byte_size(1 << 34), None,
         "Size of one memtable (RocksDB's default 64 MiB). Default: the profile's.",
         "store"),
     ConfEntry(
-        "rocksdb.maxWriteBufferNumber", _positive_int(64), None,
+        "rocksdb.maxWriteBufferNumber", values.int_between(1, 64), None,
         "Memtables a store's database may hold before writes stall (RocksDB's default 2). "
         "Default: the profile's.",
         "store"),
     ConfEntry(
-        "rocksdb.compression", _one_of(*rocksdb_options.COMPRESSIONS), None,
+        "rocksdb.compression", values.one_of(*rocksdb_options.COMPRESSIONS), None,
         "Compression of SST blocks: " + ", ".join(rocksdb_options.COMPRESSIONS) + ". Default: "
         "RocksDB's (snappy).",
         "store"),
     ConfEntry(
-        "rocksdb.boundedMemory.totalBytes", _byte_size(1 << 40), "64m",
+        "rocksdb.boundedMemory.totalBytes", values.byte_size(1 << 40), "64m",
         "Bound the RocksDB memory of all stores of a worker process together: one block cache "
         "of this size shared by all their databases, with their memtables charged to it (a "
         "write buffer manager). Index and filter blocks stay outside it, with each table. "
@@ -235,7 +153,7 @@ ENTRIES += (
         "memtables.",
         "store"),
     ConfEntry(
-        "rocksdb.boundedMemory.writeBufferRatio", _ratio, "0.5",
+        "rocksdb.boundedMemory.writeBufferRatio", values.ratio, "0.5",
         "With bounded memory, the share of it memtables may take.",
         "store"),
 )

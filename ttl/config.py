@@ -18,6 +18,7 @@ import re
 import tomllib
 from typing import Any, Callable, Mapping
 
+from .. import values
 from ..confkeys import PREFIX
 from ..errors import InvalidConfError
 
@@ -38,56 +39,8 @@ class TimeCharacteristic(enum.Enum):
     PROCESSING_TIME = "ProcessingTime"
 
 
-_UNITS_MS = {
-    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
-    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
-}
-_DURATION = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
-DURATION_ALLOWED = ("a non-negative duration such as 30s, 10 minutes, 1h, 2d "
-                    "(a bare number is milliseconds)")
-
-
-def parse_duration(text: str) -> int:
-    """Milliseconds of `30s`, `10 minutes`, `1h`, `2d`, or a bare number of milliseconds."""
-    m = _DURATION.match(str(text))
-    unit = m and m.group(2).lower()
-    if not m or unit not in _UNITS_MS and unit != "":
-        raise ValueError(DURATION_ALLOWED)
-    ms = int(m.group(1)) * (_UNITS_MS[unit] if unit else 1)
-    if ms >= 1 << 63:
-        raise ValueError(DURATION_ALLOWED + ", below 2^63 ms")
-    return ms
-
-
-def _enum(cls):
-    names = {e.value.lower(): e for e in cls}
-
-    def parse(text: str):
-        e = names.get(str(text).strip().lower())
-        if e is None:
-            raise ValueError("one of " + ", ".join(e.value for e in cls))
-        return e
-    return parse
-
-
-def _bool(text: str) -> bool:
-    v = str(text).strip().lower()
-    if v not in ("true", "false"):
-        raise ValueError("true or false")
-    return v == "true"
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(str(text).strip())
-    except ValueError:
-        v = -1
-    if not 1 <= v <= 1_000_000:
-        raise ValueError("an integer from 1 to 1000000")
-    return v
+# The value parsers are ttlstate's own (`ttlstate.values`), shared with the store's settings.
+parse_duration = values.duration_ms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,19 +55,19 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("ttl", "ttl_ms", parse_duration, "0",
             "Time-to-live of a state entry; unset or 0 means no TTL."),
-    Setting("updateType", "update_type", _enum(UpdateType), "OnCreateAndWrite",
+    Setting("updateType", "update_type", values.enum_of(UpdateType), "OnCreateAndWrite",
             "When an entry's timestamp is refreshed: on put only, on every read too, or never."),
-    Setting("stateVisibility", "state_visibility", _enum(StateVisibility), "NeverReturnExpired",
+    Setting("stateVisibility", "state_visibility", values.enum_of(StateVisibility), "NeverReturnExpired",
             "Whether expired entries that are not cleaned up yet may still be returned."),
-    Setting("timeCharacteristic", "time_characteristic", _enum(TimeCharacteristic), "BatchTimestamp",
+    Setting("timeCharacteristic", "time_characteristic", values.enum_of(TimeCharacteristic), "BatchTimestamp",
             "The clock: the micro-batch's logical timestamp (replay-safe) or the wall clock."),
-    Setting("cleanup.inBackground", "cleanup_in_background", _bool, "true",
+    Setting("cleanup.inBackground", "cleanup_in_background", values.boolean, "true",
             "Turn on the default background cleanup strategies."),
-    Setting("cleanup.incremental.size", "incremental_size", _count, "5",
+    Setting("cleanup.incremental.size", "incremental_size", values.int_between(1, 1_000_000), "5",
             "Entries checked by the incremental cleanup per state access."),
-    Setting("cleanup.incremental.everyRecord", "incremental_every_record", _bool, "false",
+    Setting("cleanup.incremental.everyRecord", "incremental_every_record", values.boolean, "false",
             "Also run the incremental cleanup once per processed record."),
-    Setting("cleanup.compactionFilter.enabled", "compaction_filter", _bool, "true",
+    Setting("cleanup.compactionFilter.enabled", "compaction_filter", values.boolean, "true",
             "Drop expired entries during RocksDB compaction."),
     Setting("cleanup.compactionFilter.periodicCompaction", "periodic_compaction_ms",
             parse_duration, "30d", "Compact files older than this so cold data is cleaned too."),
@@ -122,7 +75,7 @@ SETTINGS: tuple[Setting, ...] = (
             "RocksDB's TTL compaction drops an entry only when it is older than ttl + this margin "
             "by the wall clock, so it never drops an entry the batch clock still sees as live "
             "(the margin must exceed the longest batch, retries included)."),
-    Setting("cleanup.fullSnapshot", "full_snapshot", _bool, "false",
+    Setting("cleanup.fullSnapshot", "full_snapshot", values.boolean, "false",
             "Leave expired entries out whenever a full copy of the state is written."),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
