@@ -25,7 +25,7 @@ import tempfile
 from typing import Callable, Iterator
 from urllib.parse import unquote
 
-from . import manifest, statefile
+from . import layout, manifest, statefile
 from .engine import db_items, file_crc32
 from .errors import (CorruptFileError, NoStateError, NotACheckpointError,
                      UnknownStateError)
@@ -37,9 +37,6 @@ from .ttl.config import TtlConfig
 Progress = Callable[[int, int, str], None]  # (done, total, what)
 
 DEFAULT_STORE = "default"
-_V1 = re.compile(r"^(\d+)\.(changelog|manifest)$")
-_V2_CHANGELOG = re.compile(r"^(\d+)_([^_./]+)_([^_./]+)\.changelog$")
-_V2_MANIFEST = re.compile(r"^(\d+)_([^_./]+)\.manifest$")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 _SST_DIR = "sst"
 _META_DIR = "_metadata"
@@ -85,31 +82,12 @@ class StateFileName:
 
 
 def parse_state_file(name: str) -> tuple[int, str, str | None, str | None] | None:
-    """(version, kind, id, baseId) of a state file name, or None."""
-    m = _V1.match(name)
-    if m:
-        return int(m.group(1)), m.group(2), None, None
-    m = _V2_CHANGELOG.match(name)
-    if m:
-        return int(m.group(1)), "changelog", m.group(2), m.group(3)
-    m = _V2_MANIFEST.match(name)
-    if m:
-        return int(m.group(1)), "manifest", m.group(2), None
-    return None
+    """(version, kind, id, baseId) of a state file name, or None (`layout.parse`)."""
+    f = layout.parse(name)
+    return None if f is None else dataclasses.astuple(f)
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadPlan:
-    """The files that rebuild `version`: a manifest (None: from the empty version 0) and
-    the changelogs after it, oldest first (as the JVM's LoadPlan)."""
-
-    version: int
-    manifest: StateFileName | None
-    changelogs: tuple[StateFileName, ...]
-
-    @property
-    def files(self) -> list[StateFileName]:
-        return ([self.manifest] if self.manifest else []) + list(self.changelogs)
+LoadPlan = layout.Plan
 
 
 class StoreDir:
@@ -166,51 +144,17 @@ class StoreDir:
         return [f for f in self.files if f.kind == kind]
 
     def plan(self, version: int, id: str | None = None) -> LoadPlan:
-        """The load plan of `version`; CorruptFileError names a missing file.
-
-        Format v1: the newest manifest at or below the version, then every changelog after
-        it. Format v2: the changelog names walked back (`baseId`) from `(version, id)` to a
-        manifest of that lineage; no `id`: the id Spark's commit log records for the version,
-        else the most recently written file of the version (as the JVM does).
-        """
-        if version == 0:
-            return LoadPlan(0, None, ())
-        v2 = [f for f in self.files if f.id is not None and f.version == version]
-        if id is None and not v2:
-            return self._plan_v1(version)
-        if id is None:
-            ids = {f.id for f in v2}
-            id = (self.committed[1] if self.committed and self.committed[0] == version
-                  and self.committed[1] in ids else max(v2, key=lambda f: f.mtime_ns).id)
-        return self._plan_v2(version, id)
-
-    def _plan_v1(self, version: int) -> LoadPlan:
-        v1 = {(f.kind, f.version): f for f in self.files if f.id is None}
-        base = max((v for k, v in v1 if k == "manifest" and v <= version), default=0)
-        changelogs = []
-        for v in range(base + 1, version + 1):
-            f = v1.get(("changelog", v))
-            if f is None:
-                raise CorruptFileError(os.path.join(self.path, f"{v}.changelog"), v,
-                                       f"file does not exist (needed to load version {version})")
-            changelogs.append(f)
-        return LoadPlan(version, v1.get(("manifest", base)), tuple(changelogs))
-
-    def _plan_v2(self, version: int, id: str) -> LoadPlan:
-        by_id = {(f.kind, f.version, f.id): f for f in self.files if f.id is not None}
-        changelogs: list[StateFileName] = []
-        v, vid = version, id
-        while v > 0:
-            m = by_id.get(("manifest", v, vid))
-            if m is not None:
-                return LoadPlan(version, m, tuple(reversed(changelogs)))
-            c = by_id.get(("changelog", v, vid))
-            if c is None:
-                raise CorruptFileError(os.path.join(self.path, f"{v}_{vid}_*.changelog"), v,
-                                       f"file does not exist (needed to load version {version})")
-            changelogs.append(c)
-            v, vid = v - 1, c.base_id
-        return LoadPlan(version, None, tuple(reversed(changelogs)))
+        """The load plan of `version` (`layout.plan`); CorruptFileError names a missing file.
+        Format v2 without `id`: the id Spark's commit log records for the version if a file
+        has it, else the most recently written file's."""
+        if id is None and self.committed and self.committed[0] == version and any(
+                f.id == self.committed[1] and f.version == version for f in self.files):
+            id = self.committed[1]
+        try:
+            return layout.plan(self.files, version, id)
+        except layout.MissingFile as e:
+            raise CorruptFileError(os.path.join(self.path, e.pattern), e.version,
+                                   f"file does not exist (needed to load version {e.needed_for})") from None
 
 
 @dataclasses.dataclass

@@ -1,0 +1,126 @@
+"""The checkpoint layout of a store, the Python side of its one rule (the JVM's is
+`StateFileName` + `LoadPlan`; both pass `tests/vectors/layout_*.tsv`).
+
+File names (docs/PROTOCOL.md, "Checkpoint layout of a store"): format v1 `<v>.changelog`,
+`<v>.manifest`; format v2 `<v>_<id>_<baseId>.changelog`, `<v>_<id>.manifest`, where `baseId`
+is the id of version `v - 1` (`0` for the empty version 0).
+
+Load plans: the files that rebuild version `v`. Format v1: the newest manifest at or below
+`v`, then every changelog after it. Format v2: the changelog names walked back (`baseId`)
+from `(v, id)` to a manifest of that lineage or to version 0; without an id, the most
+recently written file of `v` names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+CHANGELOG, MANIFEST = "changelog", "manifest"
+EMPTY_BASE_ID = "0"
+_V1 = re.compile(r"^(\d+)\.(changelog|manifest)$")
+_V2_CHANGELOG = re.compile(r"^(\d+)_([^_./]+)_([^_./]+)\.changelog$")
+_V2_MANIFEST = re.compile(r"^(\d+)_([^_./]+)\.manifest$")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileName:
+    """What a state file's name says."""
+
+    version: int
+    kind: str  # CHANGELOG or MANIFEST
+    id: str | None  # format v2: the version's checkpoint id
+    base_id: str | None  # format v2 changelogs: the id of version - 1
+
+
+def parse(name: str) -> FileName | None:
+    """What `name` says, or None if it names no state file."""
+    m = _V1.match(name)
+    if m:
+        return FileName(int(m.group(1)), m.group(2), None, None)
+    m = _V2_CHANGELOG.match(name)
+    if m:
+        return FileName(int(m.group(1)), CHANGELOG, m.group(2), m.group(3))
+    m = _V2_MANIFEST.match(name)
+    if m:
+        return FileName(int(m.group(1)), MANIFEST, m.group(2), None)
+    return None
+
+
+def name(version: int, kind: str, id: str | None = None, base_id: str | None = None) -> str:
+    """The name of a state file; `id` None means format v1."""
+    if id is None:
+        return f"{version}.{kind}"
+    if kind == MANIFEST:
+        return f"{version}_{id}.{kind}"
+    return f"{version}_{id}_{base_id or EMPTY_BASE_ID}.{kind}"
+
+
+class MissingFile(Exception):
+    """A file the plan needs does not exist; `pattern` names it (`*` for an unknown part)."""
+
+    def __init__(self, pattern: str, version: int, needed_for: int):
+        super().__init__(f"{pattern}: file does not exist (needed to load version {needed_for})")
+        self.pattern, self.version, self.needed_for = pattern, version, needed_for
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The files (their listing entries) that rebuild `version`, oldest first: a manifest
+    (None: from the empty version 0) and the changelogs after it."""
+
+    version: int
+    manifest: object | None
+    changelogs: tuple
+
+
+def plan(files, version: int, id: str | None = None, v2: bool | None = None) -> Plan:
+    """The plan of `version` over `files` (objects with `version`, `kind`, `id`, `base_id`,
+    `mtime_ns` and `name`); `v2` the format (None: v2 if a file of `version` has an id).
+    Raises MissingFile."""
+    if version == 0:
+        return Plan(0, None, ())
+    if v2 is None:
+        v2 = id is not None or any(f.id is not None and f.version == version for f in files)
+    if not v2:
+        return _plan_v1(files, version)
+    if id is None:
+        newest = newest_v2(files, version)
+        if newest is None:
+            raise MissingFile(f"{version}_*", version, version)
+        id = newest.id
+    return _plan_v2(files, version, id)
+
+
+def newest_v2(files, version: int):
+    """The most recently written v2 file of `version` (on equal times the greatest name), or None."""
+    return max((f for f in files if f.id is not None and f.version == version),
+               key=lambda f: (f.mtime_ns, f.name), default=None)
+
+
+def _plan_v1(files, version: int) -> Plan:
+    v1 = {(f.kind, f.version): f for f in files if f.id is None}
+    base = max((v for k, v in v1 if k == MANIFEST and v <= version), default=0)
+    changelogs = []
+    for v in range(base + 1, version + 1):
+        f = v1.get((CHANGELOG, v))
+        if f is None:
+            raise MissingFile(name(v, CHANGELOG), v, version)
+        changelogs.append(f)
+    return Plan(version, v1.get((MANIFEST, base)), tuple(changelogs))
+
+
+def _plan_v2(files, version: int, id: str) -> Plan:
+    by_id = {(f.kind, f.version, f.id): f for f in files if f.id is not None}
+    changelogs = []
+    v, vid = version, id
+    while v > 0:
+        m = by_id.get((MANIFEST, v, vid))
+        if m is not None:
+            return Plan(version, m, tuple(reversed(changelogs)))
+        c = by_id.get((CHANGELOG, v, vid))
+        if c is None:
+            raise MissingFile(f"{v}_{vid}_*.changelog", v, version)
+        changelogs.append(c)
+        v, vid = v - 1, c.base_id
+    return Plan(version, None, tuple(reversed(changelogs)))

@@ -1,0 +1,100 @@
+"""The checkpoint layout's shared vectors (`tests/vectors/layout_names.tsv`,
+`layout_plans.tsv`): Python's `ttlstate.layout` and the JVM's `StateFileName` and
+`LoadPlan` must both name and plan every line alike, so neither side can change the layout
+alone (docs/DESIGN.md 52)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+from ttlstate import layout
+
+VECTORS = pathlib.Path(__file__).parent / "vectors"
+NAMES = VECTORS / "layout_names.tsv"
+PLANS = VECTORS / "layout_plans.tsv"
+
+
+def _rows(path: pathlib.Path):
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            yield line.split("\t")
+
+
+def _opt(text: str) -> str | None:
+    return None if text == "-" else text
+
+
+@dataclasses.dataclass(frozen=True)
+class _Listed:
+    name: str
+    mtime_ns: int
+    version: int
+    kind: str
+    id: str | None
+    base_id: str | None
+
+
+def _listing(text: str) -> list[_Listed]:
+    out = []
+    for item in ([] if text == "-" else text.split(" ")):
+        name, _, mtime = item.partition("@")
+        f = layout.parse(name)
+        out.append(_Listed(name, int(mtime), f.version, f.kind, f.id, f.base_id))
+    return out
+
+
+def _python_plan(fmt: str, listing: str, version: str, id: str) -> str:
+    try:
+        p = layout.plan(_listing(listing), int(version), _opt(id), v2=fmt == "v2")
+    except layout.MissingFile as e:
+        return f"MISSING {e.pattern}"
+    return (p.manifest.name if p.manifest else "-") + "|" + ",".join(c.name for c in p.changelogs)
+
+
+def test_the_vectors_cover_both_formats_and_every_outcome():
+    plans = list(_rows(PLANS))
+    assert {fmt for _, fmt, *_ in plans} == {"v1", "v2"}
+    assert any(e.startswith("MISSING") for *_, e in plans) and any(e.startswith("-|") for *_, e in plans)
+    assert any(not e.startswith(("-", "MISSING")) for *_, e in plans)  # from a manifest
+    names = list(_rows(NAMES))
+    assert any(v == "-" for _, v, *_ in names) and any(i != "-" for _, _, _, i, _ in names)
+
+
+@pytest.mark.parametrize("row", list(_rows(NAMES)), ids=lambda r: r[0])
+def test_python_names_files_as_the_vectors_say(row):
+    name, version, kind, id, base_id = row
+    parsed = layout.parse(name)
+    if version == "-":
+        assert parsed is None
+        return
+    assert parsed == layout.FileName(int(version), kind, _opt(id), _opt(base_id))
+    assert layout.name(int(version), kind, _opt(id), _opt(base_id)) == name
+
+
+@pytest.mark.parametrize("row", list(_rows(PLANS)), ids=lambda r: r[0])
+def test_python_plans_loads_as_the_vectors_say(row):
+    case, fmt, listing, version, id, expected = row
+    assert _python_plan(fmt, listing, version, id) == expected, case
+
+
+def test_the_jvm_names_and_plans_as_the_vectors_say():
+    import glob
+
+    import pyspark
+
+    import ttlstate
+    from checkpoint_queries import testfs_jar  # the test-only jar holds LayoutCheck
+    spark_jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")
+    out = subprocess.run(
+        ["java", "-cp", os.pathsep.join([ttlstate.jar_path(), testfs_jar(), spark_jars]),
+         "io.ttlstate.spark.checkpoint.LayoutCheck", str(NAMES), str(PLANS)],
+        capture_output=True, text=True, timeout=120)
+    assert glob.glob(spark_jars)
+    assert out.returncode == 0, out.stdout + out.stderr
+    n = len(list(_rows(NAMES))) + len(list(_rows(PLANS)))
+    assert f"{n} passed, 0 failed" in out.stdout
