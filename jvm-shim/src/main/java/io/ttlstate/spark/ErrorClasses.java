@@ -1,9 +1,9 @@
 package io.ttlstate.spark;
 
 /**
- * The ttlstate error classes the JVM names, in one place (Python's are in
- * {@code ttlstate.errors}): the worker's ERROR replies ({@link WorkerException#errorClass()}),
- * the service's start-up refusal and the JVM's own checkpoint-write failure.
+ * The ttlstate error classes the JVM names, in one place: those of the worker's ERROR replies
+ * ({@link WorkerException#errorClass()}; Python declares them in {@code ttlstate.errors}), of
+ * the service's start-up refusal, and the JVM's own (worker timeout, checkpoint write).
  */
 public final class ErrorClasses {
     private ErrorClasses() {}

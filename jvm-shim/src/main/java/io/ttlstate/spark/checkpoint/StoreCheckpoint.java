@@ -367,7 +367,8 @@ public final class StoreCheckpoint {
                 local = c.stateFile(m.status, l -> files.download(m.status.getPath(), m.status.getLen(), l));
                 ssts(conn, m, local.path).forEach(s -> out.add(s.name));
             } catch (IOException | RuntimeException e) {
-                if (local != null && e instanceof WorkerException && ErrorClasses.CORRUPT_FILE.equals(((WorkerException) e).errorClass())) {
+                if (local != null && e instanceof WorkerException
+                        && ErrorClasses.CORRUPT_FILE.equals(((WorkerException) e).errorClass())) {
                     c.evict(local.path);
                 }
                 LOG.warn("Cleanup of {} deletes no SST: cannot read manifest {}", files.store(), m, e);
