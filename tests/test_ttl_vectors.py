@@ -34,7 +34,7 @@ def test_python_follows_the_ttl_vectors():
 
 
 def test_the_jvm_follows_the_ttl_vectors(spark):
-    rule = spark._jvm.io.ttlstate.spark.TtlRule
+    rule = spark._jvm.io.ttlstate.spark.ttl.TtlRule
     long_ = spark._jvm.java.lang.Long.parseLong
     for ts, ttl, now, expires_at, verdict in _vectors():
         assert rule.expiresAt(long_(str(ts)), long_(str(ttl))) == expires_at, (ts, ttl)

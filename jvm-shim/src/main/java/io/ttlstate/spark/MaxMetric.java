@@ -21,7 +21,7 @@ import scala.Option;
  * {@link UiMax} (Spark's DSv2 custom-metric hook), so the UI shows the max too, or "N/A" where
  * the class cannot be loaded (e.g. a history server without the jar).
  */
-final class MaxMetric implements StateStoreCustomMetric, java.io.Serializable {
+public final class MaxMetric implements StateStoreCustomMetric, java.io.Serializable {
     private static final long serialVersionUID = 1L;
     /** The SQLMetric type: Spark's DSv2 custom-metric type naming {@link UiMax}. */
     private static final String TYPE = CustomMetrics.buildV2CustomMetricTypeName(new UiMax());
@@ -29,7 +29,7 @@ final class MaxMetric implements StateStoreCustomMetric, java.io.Serializable {
     private final String name;
     private final String desc;
 
-    MaxMetric(String name, String desc) {
+    public MaxMetric(String name, String desc) {
         this.name = name;
         this.desc = desc;
     }
@@ -50,7 +50,7 @@ final class MaxMetric implements StateStoreCustomMetric, java.io.Serializable {
     }
 
     /** A distinct instance for one store's metrics map. */
-    MaxMetric forStore() {
+    public MaxMetric forStore() {
         return new MaxMetric(name, desc);
     }
 

@@ -1,0 +1,328 @@
+package io.ttlstate.spark.cache;
+
+import java.util.Iterator;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+import io.ttlstate.spark.ttl.TtlRule;
+
+/**
+ * The JVM's cached view of the committed version the worker's database holds, so that reads
+ * need no round trip: a bounded cache of values it read or wrote ({@link SlabCache}: no Java
+ * object per value, least recently used values go first), and a Bloom filter of the keys that
+ * version may hold ({@link KeyFilter}).
+ *
+ * <p>Valid for exactly one version: a transaction consults it only at that version, a commit
+ * through its store moves it to the new version (with the transaction's writes), and a
+ * load or a failed commit resets it. The worker itself deletes only expired entries (cleanup
+ * on read, incremental cleanup, compaction filter, full-snapshot purge), and every cached
+ * value carries its expiry time, so a cached value is never served after it expired.
+ *
+ * <p>All caches of the JVM with the same budget ({@code cache.maxBytes}) share it: a cache
+ * may grow while the caches together hold less than the budget, and one that writes while
+ * they hold more evicts its own least recently used values until they fit again, so busy
+ * stores use what idle ones leave (a store's values go when it closes). What a
+ * cache holds is counted as the heap its slabs and index take (dead bytes of replaced or
+ * removed values included, until their slab is freed). The
+ * warm-up after a load fills at most an equal share (the budget divided by the open caches
+ * with it), so the first store loaded does not take the budget from the others. Thread-safe.
+ */
+public final class CachedVersionView {
+    /** Heap bytes of one cached entry besides its key and value bytes. */
+    public static final int ENTRY_OVERHEAD = SlabCache.ENTRY_OVERHEAD;
+    /** The answer "the filter says this version does not hold the key". */
+    public static final Cached ABSENT = new Cached(new byte[0], 0);
+
+    /** The caches with one budget share it: its bytes held and caches open, per budget. */
+    private static final class Budget {
+        final AtomicLong held = new AtomicLong();
+        final AtomicLong open = new AtomicLong();
+    }
+
+    private static final Map<Long, Budget> BUDGETS = new ConcurrentHashMap<>();
+
+    private final long budgetBytes;
+    private final Budget shared;
+    private final boolean useFilter;
+    private final SlabCache values = new SlabCache();
+    private long version = -1;
+    /** What this view counts in its budget: the heap its cache takes ({@link #settle}). */
+    private long bytes;
+    /** Keys the version may hold; null while unknown (after a load, until {@link #filterReady}). */
+    private KeyFilter filter;
+    /**
+     * Whether {@code values} holds every entry of the version (an empty version, or a warm-up
+     * that read them all, and no eviction since): reads and iterators need no worker then.
+     */
+    private boolean complete;
+    /** A value was evicted since the last {@link #reset}, so a warm-up cannot make the view complete. */
+    private boolean evictedSinceReset;
+    private boolean closed;
+
+    /** A view with {@code budgetBytes} for the whole JVM (0: no cache) and, if asked, a filter. */
+    public CachedVersionView(long budgetBytes, boolean useFilter) {
+        this.budgetBytes = Math.max(0, budgetBytes);
+        this.shared = BUDGETS.computeIfAbsent(this.budgetBytes, b -> new Budget());
+        this.shared.open.incrementAndGet();
+        this.useFilter = useFilter;
+    }
+
+    /** A cached value (a copy: the caller owns it) with its expiry time. */
+    public static final class Cached {
+        public final byte[] value;
+        public final long expiresAt;
+
+        Cached(byte[] value, long expiresAt) {
+            this.value = value;
+            this.expiresAt = expiresAt;
+        }
+    }
+
+    /**
+     * What the view knows of {@code key} at {@code version} and time {@code now}: a live cached
+     * value, {@link #ABSENT} if the filter rules the key out, or null (ask the worker).
+     */
+    public synchronized Cached lookup(byte[] key, long atVersion, long now) {
+        if (atVersion != version || closed) {
+            return null;
+        }
+        if (values.size() > 0) {
+            int hash = SlabCache.hashOf(key);
+            int slot = values.find(key, hash);
+            if (slot >= 0) {
+                long expiresAt = values.expiresAt(slot);
+                if (!TtlRule.expired(expiresAt, now)) {
+                    values.touch(slot);
+                    return new Cached(values.value(slot), expiresAt);
+                }
+                values.remove(key, hash); // expired: the worker decides (it cleans it up)
+                complete = false; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
+                return null;
+            }
+        }
+        if (complete || (filter != null && !filter.mightContain(key))) {
+            return ABSENT;
+        }
+        return null;
+    }
+
+    /** What the view knows of whether a key is stored. */
+    public enum Presence { PRESENT, ABSENT, UNKNOWN }
+
+    /** Whether {@code key} is stored at {@code version} (expired or not), as far as the view knows. */
+    public synchronized Presence presence(byte[] key, long atVersion) {
+        if (atVersion != version || closed) {
+            return Presence.UNKNOWN;
+        }
+        if (values.size() > 0 && values.find(key, SlabCache.hashOf(key)) >= 0) {
+            return Presence.PRESENT;
+        }
+        if (complete || (filter != null && !filter.mightContain(key))) {
+            return Presence.ABSENT;
+        }
+        return Presence.UNKNOWN;
+    }
+
+    /**
+     * Every entry of {@code atVersion} as it is now, if the view holds them all (see
+     * {@link #complete}), else null. A snapshot: writes made while the caller walks it do not
+     * disturb it, as a worker iterator sees its transaction as it was when opened.
+     * Order is the cache's (Spark's contract leaves iteration order unspecified for every key
+     * encoding ttlstate serves, and HDFSBackedStateStoreProvider's is a hash map's). Chunks of
+     * at most {@code chunkEntries} {keys, values}.
+     */
+    public synchronized Iterator<byte[][][]> entriesIfComplete(long atVersion, int chunkEntries) {
+        if (!complete || atVersion != version || closed) {
+            return null;
+        }
+        return values.snapshot().chunkEntries(chunkEntries);
+    }
+
+    synchronized boolean isComplete() {
+        return complete && !closed;
+    }
+
+    /** Remembers a value the worker returned for a read at {@code version}. */
+    public synchronized void remember(byte[] key, byte[] value, long expiresAt, long atVersion) {
+        if (atVersion == version && !closed) {
+            insert(key, SlabCache.hashOf(key), value, expiresAt);
+        }
+    }
+
+    /**
+     * The version moved from {@code fromVersion} to {@code newVersion} by a commit of
+     * {@code writes} (key to value; {@code removed} marks a removed key) made at expiry time
+     * {@code expiresAt} at time {@code now}; any other starting point forgets everything.
+     */
+    public synchronized void committed(long fromVersion, long newVersion, Map<KeyBytes, byte[]> writes,
+                                       byte[] removed, long expiresAt, long now) {
+        if (fromVersion != version || closed) {
+            reset(-1, -1);
+            return;
+        }
+        for (Map.Entry<KeyBytes, byte[]> w : writes.entrySet()) {
+            byte[] key = w.getKey().bytes;
+            if (w.getValue() == removed) {
+                values.remove(key, w.getKey().hashCode());
+            } else {
+                insert(key, w.getKey().hashCode(), w.getValue(), expiresAt);
+                if (filter != null) {
+                    filter.add(key);
+                }
+            }
+        }
+        version = newVersion;
+        evictExpired(now);
+    }
+
+    /**
+     * A write of the one transaction that writes straight into the worker's database (no other
+     * transaction may read {@code version} meanwhile): the view follows the database at once,
+     * and the transaction's commit only moves it to the next version ({@link #advance}).
+     * {@code value} null: a removal.
+     */
+    public synchronized void written(byte[] key, byte[] value, long expiresAt, long atVersion) {
+        if (atVersion != version || closed) {
+            return;
+        }
+        int hash = SlabCache.hashOf(key);
+        if (value == null) {
+            values.remove(key, hash);
+            return;
+        }
+        insert(key, hash, value, expiresAt);
+        if (filter != null) {
+            filter.add(key);
+        }
+    }
+
+    /**
+     * The transaction that wrote into the database committed {@code newVersion} at time
+     * {@code now}; see {@link #written}.
+     */
+    public synchronized void advance(long fromVersion, long newVersion, long now) {
+        if (fromVersion != version || closed) {
+            reset(-1, -1);
+        } else {
+            version = newVersion;
+            evictExpired(now);
+        }
+    }
+
+    /**
+     * Frees the oldest slabs while every value in them is expired at {@code now}: with TTL,
+     * keys that are never read or written again would otherwise stay until the budget pushes
+     * them out (they are never served: an expired value always goes to the worker).
+     */
+    private void evictExpired(long now) {
+        while (values.slabCount() > 0 && TtlRule.expired(values.oldestSlabExpiry(), now)) {
+            if (values.dropOldest(false) > 0) {
+                complete = false; // the worker may still show them (ReturnExpiredIfNotCleanedUp)
+            }
+        }
+        settle();
+    }
+
+    /**
+     * The worker's database now holds {@code newVersion} with {@code numKeys} entries (-1 for
+     * any failure): values are forgotten; the filter is empty and valid for an empty version,
+     * else unknown until {@link #filterReady}.
+     */
+    public synchronized void reset(long newVersion, long numKeys) {
+        clearValues();
+        version = newVersion;
+        filter = useFilter && newVersion >= 0 && numKeys == 0 ? new KeyFilter(0) : null;
+        complete = budgetBytes > 0 && newVersion >= 0 && numKeys == 0 && !closed;
+        evictedSinceReset = false;
+    }
+
+    /** Whether {@link #reset} left the filter unknown, so the store should warm the view up (a key scan). */
+    public synchronized boolean wantsWarmUp(long atVersion) {
+        return useFilter && !closed && atVersion == version && filter == null;
+    }
+
+    /**
+     * A filter of every key of {@code version} (from a scan that also warmed the cache);
+     * {@code rememberedAll}: the scan put every entry it read into the cache, so unless one was
+     * evicted meanwhile the view is complete.
+     */
+    public synchronized void filterReady(long atVersion, KeyFilter scanned, boolean rememberedAll) {
+        if (atVersion == version && !closed) {
+            filter = scanned;
+            complete = rememberedAll && budgetBytes > 0 && !evictedSinceReset;
+        }
+    }
+
+    /** Whether a scan may still add values without evicting any (warm-up stops there). */
+    public synchronized boolean hasRoomFor(long entryBytes) {
+        return bytes + entryBytes <= share() && shared.held.get() + entryBytes <= budgetBytes;
+    }
+
+    /**
+     * How many values a read-ahead may add at once so that they are still cached when read:
+     * half of what this view can hold without evicting them (its own bytes plus the budget's
+     * free part: a view over the budget evicts its own values first), at most an eighth of the
+     * budget, over the view's mean entry size (256 bytes while it is empty).
+     */
+    public synchronized int prefetchRoom() {
+        long mean = values.size() == 0 ? 256 : Math.max(1, bytes / values.size());
+        long room = Math.min(budgetBytes / 8, (bytes + Math.max(0, budgetBytes - shared.held.get())) / 2);
+        return (int) Math.min(Integer.MAX_VALUE, Math.max(1, room / mean));
+    }
+
+    public synchronized void close() {
+        clearValues();
+        filter = null;
+        version = -1;
+        complete = false;
+        if (!closed) {
+            shared.open.decrementAndGet();
+        }
+        closed = true;
+    }
+
+    public synchronized long bytes() {
+        return bytes;
+    }
+
+    public synchronized long filterBytes() {
+        return filter == null ? 0 : filter.bytes();
+    }
+
+    /** The budget divided by the open caches with this budget. */
+    private long share() {
+        return budgetBytes / Math.max(1, shared.open.get());
+    }
+
+    /**
+     * Caches {@code value}; while the caches of the budget hold more than it, frees this
+     * cache's oldest slab (values read since written move on; the last slab goes whole).
+     */
+    private void insert(byte[] key, int hash, byte[] value, long expiresAt) {
+        if (budgetBytes == 0) {
+            return;
+        }
+        values.put(key, hash, value, expiresAt);
+        settle();
+        while (shared.held.get() > budgetBytes && values.slabCount() > 0) {
+            if (values.dropOldest(values.slabCount() > 1) > 0) {
+                complete = false;
+                evictedSinceReset = true;
+            }
+            settle();
+        }
+    }
+
+    private void clearValues() {
+        values.clear();
+        settle();
+    }
+
+    /** Brings this view's count, and its budget's, to the heap its cache takes now. */
+    private void settle() {
+        long now = values.memoryBytes();
+        shared.held.addAndGet(now - bytes);
+        bytes = now;
+    }
+}

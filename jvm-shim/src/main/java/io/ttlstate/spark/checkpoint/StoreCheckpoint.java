@@ -1,0 +1,397 @@
+package io.ttlstate.spark.checkpoint;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+
+import io.ttlstate.spark.ErrorClasses;
+import io.ttlstate.spark.WorkerException;
+import io.ttlstate.spark.metrics.StoreMetrics;
+import io.ttlstate.spark.service.WorkerConnection;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One store's checkpoint traffic between the worker, the local cache and the checkpoint
+ * location: loads (plan, files fetched through the {@link LocalFileCache} on the
+ * {@link TransferPool}, LOAD), changelog uploads, incremental snapshots (new SSTs, then the
+ * manifest) and retention (DESIGN 18-25). It keeps the uploaded set: the SSTs of the last
+ * manifest this store loaded or wrote, which the checkpoint is known to hold.
+ *
+ * <p>Loads, commits and snapshots run under the monitor of the store's {@code RemoteStore};
+ * {@link #cleanup} may run at the same time on a maintenance thread and touches only
+ * thread-safe state.
+ */
+public final class StoreCheckpoint {
+    private static final Logger LOG = LoggerFactory.getLogger(StoreCheckpoint.class);
+
+    private final CheckpointFiles files;
+    private final StateStoreId storeId;
+    private final boolean v2;
+    /** The SSTs each manifest references, by {@link LocalFileCache#key}, so each is asked for once. */
+    private final Map<String, List<CheckpointRequests.Sst>> manifestSsts = new ConcurrentHashMap<>();
+    private volatile LocalFileCache cache;
+    /** Guarded by the {@code RemoteStore}'s monitor. */
+    private Set<String> uploadedSsts = Set.of();
+
+    private StoreCheckpoint(CheckpointFiles files, StateStoreId storeId, boolean v2) {
+        this.files = files;
+        this.storeId = storeId;
+        this.v2 = v2;
+    }
+
+    /** The checkpoint of store {@code storeId}; {@code v2}: checkpoint format v2. */
+    public static StoreCheckpoint of(StateStoreId storeId, Configuration hadoopConf, boolean v2) {
+        String store = String.format("store op=%d,part=%d,name=%s", storeId.operatorId(),
+                storeId.partitionId(), storeId.storeName());
+        return new StoreCheckpoint(new CheckpointFiles(storeId.storeCheckpointLocation(), hadoopConf, store),
+                storeId, v2);
+    }
+
+    /**
+     * Uses the local cache under {@code localCacheDir} (the store's resolved setting; null:
+     * {@link LocalFileCache#defaultRoot}).
+     */
+    public void useCacheDir(String localCacheDir) throws IOException {
+        java.nio.file.Path cacheRoot = localCacheDir == null ? LocalFileCache.defaultRoot()
+                : java.nio.file.Path.of(localCacheDir);
+        LocalFileCache c = cache;
+        LocalFileCache wanted = LocalFileCache.forStore(cacheRoot, storeId, files.qualifiedLocation());
+        if (c == null || !c.dir().equals(wanted.dir())) {
+            cache = wanted;
+            LOG.debug("Local checkpoint cache of {}: {}", files.store(), wanted);
+        }
+    }
+
+    /** The local cache's directory, for logs. */
+    public String localCacheDir() {
+        return String.valueOf(cache);
+    }
+
+    // ---- load ---------------------------------------------------------------------------
+
+    /** What a load did. */
+    public static final class Loaded {
+        private final LoadPlan plan;
+        /** The loaded version's number of keys. */
+        public final long numKeys;
+
+        Loaded(LoadPlan plan, long numKeys) {
+            this.plan = plan;
+            this.numKeys = numKeys;
+        }
+
+        /** The loaded version's checkpoint id (format v2; null in v1 and for version 0). */
+        public String id() {
+            return plan.id;
+        }
+
+        /** The version of the manifest the load started from (0: the empty version 0). */
+        public long manifestVersion() {
+            return plan.manifestVersion();
+        }
+    }
+
+    /**
+     * Rebuilds the worker's database at {@code (version, id)}: plans it, fetches the manifest,
+     * asks which SSTs it needs, fetches those and the changelogs in parallel, and LOADs. If the
+     * worker finds a file damaged while cached copies were used, they are dropped and the load
+     * runs once more with fresh downloads.
+     */
+    public Loaded load(WorkerConnection conn, long storeHandle, long version, String id, long batchTimestampMs,
+                       StoreMetrics metrics) throws IOException {
+        long start = System.nanoTime();
+        LoadPlan plan = LoadPlan.of(files.list(), files.dir(), version, id, v2);
+        for (int attempt = 0; ; attempt++) {
+            List<LocalFileCache.Entry> used = new ArrayList<>();
+            try {
+                long numKeys = loadOnce(conn, storeHandle, plan, batchTimestampMs, metrics, used);
+                long ms = StoreMetrics.millisSince(start);
+                metrics.loadMs.addAndGet(ms);
+                metrics.checkpointLoads.incrementAndGet();
+                long hits = used.stream().filter(e -> e.hit).count();
+                metrics.reusedFiles.addAndGet(hits);
+                LOG.info("Loaded version {}{} of {} from {} ({} SSTs): {} files, {} from the local cache, "
+                                + "{} bytes downloaded, {} keys, {} ms", version, plan.id == null ? "" : " (" + plan.id + ")",
+                        files.store(), plan, uploadedSsts.size(), used.size(), hits,
+                        used.stream().mapToLong(e -> e.downloadedBytes).sum(), numKeys, ms);
+                return new Loaded(plan, numKeys);
+            } catch (WorkerException e) {
+                List<LocalFileCache.Entry> hits = used.stream().filter(x -> x.hit).collect(Collectors.toList());
+                if (attempt > 0 || !ErrorClasses.CORRUPT_FILE.equals(e.errorClass()) || hits.isEmpty()) {
+                    throw e;
+                }
+                LOG.warn("Loading version {} of {} found a damaged file ({}); dropping {} cached files "
+                        + "and downloading them again", version, files.store(), e.getMessage(), hits.size());
+                hits.forEach(h -> cache.evict(h.path));
+            }
+        }
+    }
+
+    private long loadOnce(WorkerConnection conn, long storeHandle, LoadPlan plan, long batchTimestampMs,
+                          StoreMetrics metrics, List<LocalFileCache.Entry> used) throws IOException {
+        LocalFileCache c = requireCache();
+        java.nio.file.Path manifest = null;
+        List<CheckpointRequests.Sst> ssts = List.of();
+        if (plan.manifest != null) {
+            LocalFileCache.Entry m = fetch(c, plan.manifest.status, metrics);
+            used.add(m);
+            manifest = m.path;
+            ssts = ssts(conn, plan.manifest, m.path);
+        }
+        List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
+        for (CheckpointRequests.Sst sst : ssts) {
+            transfers.add(() -> {
+                try {
+                    return counted(metrics, c.sst(sst.name, sst.size,
+                            local -> files.download(files.sstPath(sst.name), sst.size, local)));
+                } catch (IOException e) {
+                    throw neededBy(e, plan);
+                }
+            });
+        }
+        for (StateFileName f : plan.changelogs) {
+            transfers.add(() -> fetch(c, f.status, metrics));
+        }
+        List<LocalFileCache.Entry> got = TransferPool.runAll(transfers);
+        used.addAll(got);
+        Map<String, java.nio.file.Path> sstPaths = new LinkedHashMap<>();
+        for (int i = 0; i < ssts.size(); i++) {
+            sstPaths.put(ssts.get(i).name, got.get(i).path);
+        }
+        Map<Long, java.nio.file.Path> changelogPaths = new LinkedHashMap<>();
+        for (int i = 0; i < plan.changelogs.size(); i++) {
+            changelogPaths.put(plan.changelogs.get(i).version, got.get(ssts.size() + i).path);
+        }
+        metrics.roundTrip();
+        long numKeys = CheckpointRequests.load(conn, storeHandle, plan.version, batchTimestampMs, plan.manifestVersion(),
+                manifest, sstPaths, changelogPaths);
+        uploadedSsts = names(ssts);
+        return numKeys;
+    }
+
+    /** {@code e} (an SST download failure) with the versions that need the SST in its message. */
+    private static IOException neededBy(IOException e, LoadPlan plan) {
+        String why = String.format("%s (an SST listed by the manifest of version %d, needed to load version %d)",
+                e.getMessage(), plan.manifestVersion(), plan.version);
+        if (e instanceof MissingCheckpointFileException) {
+            MissingCheckpointFileException m = new MissingCheckpointFileException(
+                    ((MissingCheckpointFileException) e).path, why);
+            m.initCause(e);
+            return m;
+        }
+        return new IOException(why, e);
+    }
+
+    private LocalFileCache.Entry fetch(LocalFileCache c, FileStatus remote, StoreMetrics metrics) throws IOException {
+        return counted(metrics, c.stateFile(remote, local -> files.download(remote.getPath(), remote.getLen(), local)));
+    }
+
+    private static LocalFileCache.Entry counted(StoreMetrics metrics, LocalFileCache.Entry e) {
+        metrics.downloadedBytes.addAndGet(e.downloadedBytes);
+        return e;
+    }
+
+    /** The SSTs {@code manifest} references (MANIFEST_FILES on its local copy, asked once per file). */
+    private List<CheckpointRequests.Sst> ssts(WorkerConnection conn, StateFileName manifest, java.nio.file.Path local) {
+        String key = LocalFileCache.key(manifest.status);
+        List<CheckpointRequests.Sst> ssts = manifestSsts.get(key);
+        if (ssts == null) {
+            ssts = CheckpointRequests.manifestFiles(conn, local, manifest.version);
+            manifestSsts.put(key, ssts);
+        }
+        return ssts;
+    }
+
+    private LocalFileCache requireCache() {
+        LocalFileCache c = cache;
+        if (c == null) {
+            throw new IllegalStateException("the local checkpoint cache of " + files.store() + " is not configured");
+        }
+        return c;
+    }
+
+    private static Set<String> names(List<? extends CheckpointRequests.Sst> ssts) {
+        return ssts.stream().map(s -> s.name).collect(Collectors.toUnmodifiableSet());
+    }
+
+    // ---- commit -------------------------------------------------------------------------
+
+    /**
+     * Uploads the changelog of {@code version} (format v2: named by {@code id} and
+     * {@code baseId}); in format v1 then deletes a manifest an earlier attempt at this version
+     * left, so no load mixes two attempts. Each checkpoint file it starts writing is added to
+     * {@code written} first.
+     */
+    public void uploadChangelog(java.nio.file.Path local, long version, String id, String baseId, StoreMetrics metrics,
+                                List<Path> written) throws IOException {
+        Path target = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.CHANGELOG, id, baseId));
+        written.add(target);
+        FileStatus st = files.upload(local, target, version);
+        metrics.uploaded(st.getLen());
+        requireCache().addStateFile(local, st);
+        if (id == null) {
+            Path stale = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.MANIFEST, null, null));
+            try {
+                files.delete(stale);
+            } catch (IOException e) {
+                throw new CheckpointWriteException(stale, version, files.store(),
+                        "cannot delete the manifest of an earlier attempt at this version: " + e, e);
+            }
+        }
+    }
+
+    /**
+     * Takes an incremental snapshot of the worker's committed version {@code version} (format
+     * v2 id {@code id}) in {@code dir}: uploads, in parallel, the SSTs the uploaded set does not
+     * hold, then the manifest; the uploaded set becomes the manifest's SSTs. The manifest's
+     * checkpoint path is added to {@code written} before it is written; {@code dir} is deleted.
+     */
+    public void snapshot(WorkerConnection conn, long storeHandle, long version, String id, java.nio.file.Path dir,
+                         StoreMetrics metrics, List<Path> written) throws IOException {
+        long start = System.nanoTime();
+        LocalFileCache c = requireCache();
+        try {
+            metrics.roundTrip();
+            CheckpointRequests.Snapshot s = CheckpointRequests.snapshot(conn, storeHandle, dir);
+            if (s.version != version) {
+                throw new IOException("the worker snapshotted version " + s.version + " of " + files.store()
+                        + ", expected " + version);
+            }
+            Set<String> held = uploadedSsts;
+            List<TransferPool.Transfer<FileStatus>> uploads = new ArrayList<>();
+            for (CheckpointRequests.LocalSst sst : s.ssts) {
+                if (!held.contains(sst.name)) {
+                    uploads.add(() -> files.upload(sst.path, files.sstPath(sst.name), version));
+                }
+            }
+            long bytes = 0;
+            for (FileStatus st : TransferPool.runAll(uploads)) {
+                metrics.uploaded(st.getLen());
+                bytes += st.getLen();
+            }
+            Path target = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.MANIFEST, id, null));
+            written.add(target);
+            FileStatus manifest = files.upload(s.manifest, target, version);
+            metrics.uploaded(manifest.getLen());
+            uploadedSsts = names(s.ssts);
+            manifestSsts.put(LocalFileCache.key(manifest),
+                    s.ssts.stream().map(x -> new CheckpointRequests.Sst(x.name, x.size)).collect(Collectors.toList()));
+            int reused = s.ssts.size() - uploads.size();
+            metrics.reusedFiles.addAndGet(reused);
+            for (CheckpointRequests.LocalSst sst : s.ssts) {
+                c.addSst(sst.path, sst.name, sst.size);
+            }
+            c.addStateFile(s.manifest, manifest);
+            long ms = StoreMetrics.millisSince(start);
+            metrics.snapshotMs.addAndGet(ms);
+            LOG.info("Snapshot of version {}{} of {}: uploaded {} files ({} new SSTs, {} bytes), reused {} SSTs, "
+                            + "{} keys, {} ms", version, id == null ? "" : " (" + id + ")", files.store(),
+                    uploads.size() + 1, uploads.size(), bytes + manifest.getLen(), reused, s.numKeys, ms);
+        } finally {
+            deleteTree(dir);
+        }
+    }
+
+    /** Deletes the checkpoint files a failed commit or snapshot started writing. */
+    public void discard(List<Path> written) {
+        files.deleteQuietly(written);
+    }
+
+    // ---- retention ----------------------------------------------------------------------
+
+    /**
+     * Deletes what recovering the last {@code minVersionsToRetain} versions does not need
+     * ({@link Retention}), then prunes the local cache. SSTs are only deleted with a worker
+     * connection ({@code conn}) to read the retained manifests; returns the files deleted.
+     */
+    public int cleanup(int minVersionsToRetain, WorkerConnection conn) throws IOException {
+        long listedAt = System.currentTimeMillis();
+        CheckpointFiles.Listing listing = files.list();
+        CheckpointFiles.SstListing sstListing = files.listSsts();
+        Retention r = Retention.of(listing, files.dir(), v2, minVersionsToRetain);
+        Set<String> referenced = conn == null ? null : referencedSsts(conn, r.retainedManifests());
+        List<FileStatus> delete = new ArrayList<>();
+        r.deletable.forEach(f -> delete.add(f.status));
+        delete.addAll(r.deletableTemps(listing.temps));
+        delete.addAll(r.deletableTemps(sstListing.temps));
+        if (referenced != null) {
+            delete.addAll(r.deletableSsts(sstListing, referenced));
+        }
+        Set<Path> deleted = new HashSet<>();
+        for (FileStatus st : delete) {
+            files.delete(st.getPath());
+            deleted.add(st.getPath());
+        }
+        Set<String> retainedKeys = r.retained.stream().map(f -> LocalFileCache.key(f.status)).collect(Collectors.toSet());
+        manifestSsts.keySet().retainAll(retainedKeys);
+        int pruned = 0;
+        LocalFileCache c = cache;
+        if (c != null) {
+            Set<String> liveKeys = listing.files.stream().filter(f -> !deleted.contains(f.status.getPath()))
+                    .map(f -> LocalFileCache.key(f.status)).collect(Collectors.toSet());
+            Set<String> liveSsts = sstListing.ssts.values().stream().filter(st -> !deleted.contains(st.getPath()))
+                    .map(st -> st.getPath().getName()).collect(Collectors.toSet());
+            pruned = c.prune(liveKeys, liveSsts, listedAt);
+        }
+        if (!deleted.isEmpty() || pruned > 0) {
+            LOG.info("Cleanup of {} (keeping versions from {}): deleted {} checkpoint files{}, {} local cache entries",
+                    files.store(), r.keepFrom, deleted.size(), referenced == null ? " (no SSTs: no worker)" : "", pruned);
+        }
+        return deleted.size();
+    }
+
+    /** The SSTs the retained manifests reference, or null if one of them cannot be read. */
+    private Set<String> referencedSsts(WorkerConnection conn, List<StateFileName> manifests) {
+        LocalFileCache c = cache;
+        if (c == null) {
+            return null;
+        }
+        Set<String> out = new HashSet<>();
+        for (StateFileName m : manifests) {
+            LocalFileCache.Entry local = null;
+            try {
+                local = c.stateFile(m.status, l -> files.download(m.status.getPath(), m.status.getLen(), l));
+                ssts(conn, m, local.path).forEach(s -> out.add(s.name));
+            } catch (IOException | RuntimeException e) {
+                if (local != null && e instanceof WorkerException
+                        && ErrorClasses.CORRUPT_FILE.equals(((WorkerException) e).errorClass())) {
+                    c.evict(local.path);
+                }
+                LOG.warn("Cleanup of {} deletes no SST: cannot read manifest {}", files.store(), m, e);
+                return null;
+            }
+        }
+        return out;
+    }
+
+    private static void deleteTree(java.nio.file.Path dir) {
+        if (!Files.exists(dir)) {
+            return;
+        }
+        try (Stream<java.nio.file.Path> s = Files.walk(dir)) {
+            s.sorted(Comparator.reverseOrder()).forEach(p -> {
+                try {
+                    Files.deleteIfExists(p);
+                } catch (IOException e) {
+                    LOG.debug("cannot delete {}", p, e);
+                }
+            });
+        } catch (IOException e) {
+            LOG.debug("cannot delete {}", dir, e);
+        }
+    }
+}

@@ -1,0 +1,109 @@
+package io.ttlstate.spark.store;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.JoinedRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Reads that fetch what a stream-stream join asks next. Spark's join keeps, per side, the
+ * number of values of each key ({@code <side>-keyToNumValues}) and the values by (key, index)
+ * ({@code <side>-keyWithIndexToValue}); its watermark eviction and full scans walk the counts
+ * and then get every (key, 0..n-1) of the values store, one synchronous read each once the
+ * values outgrow the JVM's cache. While a counts iterator is walked, each block of counts it
+ * hands out is turned into the (key, index) keys the operator will read next, and the values
+ * store fetches those its view cannot answer in one MULTI_GET into its cache.
+ *
+ * <p>Only for stores without TTL: a worker read under TTL may refresh or expire an entry, and
+ * the operator may not read every value (eviction by key reads only the keys it removes).
+ */
+final class JoinPrefetch implements ChunkIterator.BlockListener {
+    static final String COUNTS_SUFFIX = "keyToNumValues";
+    static final String VALUES_SUFFIX = "keyWithIndexToValue";
+    /** At most this many (key, index) reads per block (a key with many values is read as asked). */
+    private static final int MAX_KEYS_PER_BLOCK = 8192;
+
+    /** The stores of this JVM by store id, so a counts store finds its values store. */
+    private static final ConcurrentHashMap<StateStoreId, RemoteStore> LIVE = new ConcurrentHashMap<>();
+
+    private final RemoteStore values;
+    private final KeyCodec countsCodec;
+    private final UnsafeRow countKey;
+    private final UnsafeRow count = new UnsafeRow(1);
+    private final UnsafeProjection keyWithIndex;
+    private final GenericInternalRow index = new GenericInternalRow(1);
+    private final JoinedRow joined = new JoinedRow();
+
+    private JoinPrefetch(RemoteStore values, KeyCodec countsCodec, StructType valuesKeySchema) {
+        this.values = values;
+        this.countsCodec = countsCodec;
+        this.countKey = countsCodec.newKeyRow();
+        this.keyWithIndex = UnsafeProjection.create(valuesKeySchema);
+    }
+
+    static void register(RemoteStore p) {
+        LIVE.put(p.stateStoreId(), p);
+    }
+
+    static void unregister(RemoteStore p) {
+        StateStoreId id = p.stateStoreId();
+        if (id != null) {
+            LIVE.remove(id, p);
+        }
+    }
+
+    /** The prefetch for iterators of {@code counts} (a join's counts store without TTL), or null. */
+    static JoinPrefetch forCounts(RemoteStore counts, KeyCodec codec, long ttlMs) {
+        StateStoreId id = counts.stateStoreId();
+        if (ttlMs != 0 || id == null || codec.hasPrefix() || !id.storeName().endsWith(COUNTS_SUFFIX)) {
+            return null;
+        }
+        String name = id.storeName();
+        StateStoreId valuesId = new StateStoreId(id.checkpointRootLocation(), id.operatorId(), id.partitionId(),
+                name.substring(0, name.length() - COUNTS_SUFFIX.length()) + VALUES_SUFFIX);
+        RemoteStore values = LIVE.get(valuesId);
+        if (values == null) {
+            return null;
+        }
+        StructType schema = values.keySchema();
+        if (schema == null || schema.length() != counts.keySchema().length() + 1) {
+            return null; // not the (key..., index) layout this prefetch knows
+        }
+        return new JoinPrefetch(values, codec, schema);
+    }
+
+    @Override
+    public int block(byte[][] keys, byte[][] counts, int from, int to) {
+        RemoteTxn txn = values.openWriterTxn();
+        if (txn == null) {
+            return to;
+        }
+        // no more than the values store's cache can keep until the operator reads them
+        int room = Math.min(MAX_KEYS_PER_BLOCK, txn.prefetchRoom());
+        List<byte[]> wanted = new ArrayList<>();
+        int i = from;
+        for (; i < to; i++) {
+            countsCodec.decodeKey(keys[i], countKey);
+            count.pointTo(counts[i], counts[i].length);
+            long n = count.isNullAt(0) ? 0 : count.getLong(0);
+            if (i > from && wanted.size() + n > room) {
+                break; // the next block starts with this key
+            }
+            for (long j = 0; j < n && wanted.size() < MAX_KEYS_PER_BLOCK; j++) {
+                index.setLong(0, j);
+                // copy(): the projection reuses one row, whose getBytes() is its buffer itself
+                wanted.add(keyWithIndex.apply(joined.apply(countKey, index)).copy().getBytes());
+            }
+        }
+        if (!wanted.isEmpty()) {
+            txn.prefetch(wanted.toArray(new byte[0][]));
+        }
+        return i;
+    }
+}

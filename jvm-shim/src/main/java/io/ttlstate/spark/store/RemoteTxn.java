@@ -1,0 +1,498 @@
+package io.ttlstate.spark.store;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import io.ttlstate.spark.cache.CachedVersionView;
+import io.ttlstate.spark.cache.KeyBytes;
+import io.ttlstate.spark.metrics.StoreMetrics;
+import io.ttlstate.spark.protocol.FrameReader;
+import io.ttlstate.spark.protocol.FrameWriter;
+import io.ttlstate.spark.protocol.Op;
+import io.ttlstate.spark.protocol.ProtocolException;
+import io.ttlstate.spark.service.Replies;
+import io.ttlstate.spark.service.WorkerConnection;
+import io.ttlstate.spark.ttl.TtlRule;
+
+/**
+ * One transaction on a worker (a BEGIN handle) with the JVM's write-behind buffer.
+ *
+ * <p>Puts and removes are appended to a WRITE_BATCH frame and to {@code written}, which
+ * answers reads of those keys without a round trip. The frame is sent (no response) when it
+ * reaches {@code writeBatchBytes}, and before any request that needs the worker to know the
+ * writes (ITER_OPEN, STATS, COMMIT). A read of a key not in {@code written} asks the
+ * store's {@link CachedVersionView} (a cached value, or the Bloom filter's "absent") and only then
+ * the worker, with GET, which needs no flush: the worker lacks only what {@code written} holds.
+ *
+ * <p>A direct transaction (the worker writes it straight into its database, DESIGN 40)
+ * updates the view as it writes and keeps in {@code written} only the writes not sent yet;
+ * its commit just moves the view on. Any other keeps all its writes in {@code written}, and
+ * its commit applies them to the view. Not thread-safe; one per store.
+ */
+final class RemoteTxn {
+    /** Marks a removed key in {@code written} (compared by identity). */
+    static final byte[] TOMBSTONE = new byte[0];
+    private static final int BATCH_COUNT_OFFSET = 5; // op u8 + handle u32
+
+    private final WorkerConnection conn;
+    private final long handle;
+    private final long version;
+    private final boolean readOnly;
+    private final long batchTimestampMs;
+    private final StoreSettings settings;
+    /** The store's view of {@code version}, or null if this transaction may not use it. */
+    private final CachedVersionView view;
+    /** {@code expiresAt} of a value this transaction writes. */
+    private final long writeExpiry;
+    private final StoreMetrics metrics;
+    private final Map<KeyBytes, byte[]> written = new HashMap<>();
+    private FrameWriter batch;
+    private int batchCount;
+    /** Reads answered in the JVM since the last flush, reported to the worker's TTL cleanup. */
+    private int unsentAccesses;
+    private boolean ended;
+    /** The worker writes this transaction straight into its database (an abort leaves it at no version). */
+    private boolean direct;
+    /** Told about every iterator (its {@link RemoteStore} drains those still needing the worker on close). */
+    java.util.function.Consumer<ChunkIterator> onIteratorCreated;
+
+    private RemoteTxn(WorkerConnection conn, long handle, long version, boolean readOnly, long batchTimestampMs,
+                      StoreSettings settings, CachedVersionView view, StoreMetrics metrics) {
+        this.conn = conn;
+        this.handle = handle;
+        this.version = version;
+        this.readOnly = readOnly;
+        this.batchTimestampMs = batchTimestampMs;
+        this.settings = settings;
+        this.view = view != null && settings.viewUsable(batchTimestampMs) ? view : null;
+        this.writeExpiry = TtlRule.expiresAt(batchTimestampMs, settings.ttlMs);
+        this.metrics = metrics;
+    }
+
+    /** BEGIN a transaction on {@code storeHandle} at {@code version}, TTL time {@code batchTimestampMs}. */
+    static RemoteTxn begin(WorkerConnection conn, long storeHandle, long version, boolean readOnly,
+                           long batchTimestampMs, StoreSettings settings, CachedVersionView view,
+                           StoreMetrics metrics) {
+        int mode = readOnly ? Op.BEGIN_READ_ONLY : settings.snapshotMode ? Op.BEGIN_WRITE_NO_CHANGELOG : Op.BEGIN_WRITE;
+        FrameReader r = conn.call(FrameWriter.request(Op.BEGIN, storeHandle)
+                .i64(version).u8(mode).i64(batchTimestampMs));
+        metrics.roundTrip();
+        long[] reply = Replies.decode(() -> {
+            long[] out = {r.u32(), r.bool() ? 1 : 0};
+            r.end();
+            return out;
+        });
+        RemoteTxn txn = new RemoteTxn(conn, reply[0], version, readOnly, batchTimestampMs, settings, view, metrics);
+        txn.direct = reply[1] == 1;
+        return txn;
+    }
+
+    long handle() {
+        return handle;
+    }
+
+    /** The batch timestamp the transaction was begun with (-1 if unknown). */
+    long batchTimestampMs() {
+        return batchTimestampMs;
+    }
+
+    boolean isEnded() {
+        return ended;
+    }
+
+    void put(byte[] key, byte[] value) {
+        int kind = Op.RECORD_PUT;
+        CachedVersionView.Presence p = presence(key);
+        if (p == CachedVersionView.Presence.PRESENT) {
+            kind = Op.RECORD_PUT_OVER;
+        } else if (p == CachedVersionView.Presence.ABSENT) {
+            kind = Op.RECORD_PUT_NEW;
+        }
+        batch().u8(kind).bytes(key).bytes(value);
+        buffered(key, value);
+    }
+
+    void remove(byte[] key) {
+        CachedVersionView.Presence p = presence(key);
+        if (p == CachedVersionView.Presence.ABSENT) {
+            written.put(new KeyBytes(key), TOMBSTONE); // nothing to remove: the worker need not know
+            if (direct && view != null) {
+                view.written(key, null, writeExpiry, version);
+            }
+            return;
+        }
+        batch().u8(p == CachedVersionView.Presence.PRESENT ? Op.RECORD_REMOVE_PRESENT : Op.RECORD_REMOVE).bytes(key);
+        buffered(key, TOMBSTONE);
+    }
+
+    /**
+     * Whether the worker will find {@code key} stored when it applies this write, if the view
+     * knows and it matters, on a store without TTL (with TTL the worker needs the old entry's
+     * timestamp anyway, and an expired entry the view does not show may still be stored). For
+     * a transaction with an overlay that is the committed version, so only a key's first write
+     * qualifies; a transaction writing into the database changes the view as it writes, so any
+     * write whose key is not in the unsent batch qualifies.
+     */
+    private CachedVersionView.Presence presence(byte[] key) {
+        if (view == null || settings.ttlMs != 0 || readOnly || written.containsKey(new KeyBytes(key))) {
+            return CachedVersionView.Presence.UNKNOWN;
+        }
+        return view.presence(key, version);
+    }
+
+    /** Records a write just appended to the batch; sends the batch once it is big enough. */
+    private void buffered(byte[] key, byte[] writtenValue) {
+        batchCount++;
+        written.put(new KeyBytes(key), writtenValue);
+        if (direct && view != null) {
+            view.written(key, writtenValue == TOMBSTONE ? null : writtenValue, writeExpiry, version);
+        }
+        if (batch.size() >= settings.writeBatchBytes) {
+            flush();
+        }
+    }
+
+    /** The value of {@code key} as this transaction sees it, or null. */
+    byte[] get(byte[] key) {
+        byte[][] out = new byte[1][];
+        if (answerHere(key, out, 0)) {
+            return out[0];
+        }
+        FrameReader r = call(FrameWriter.request(Op.GET, handle).bytes(key));
+        return Replies.decode(() -> {
+            byte[] value = readValue(r, key);
+            r.end();
+            return value;
+        });
+    }
+
+    /**
+     * Answers a read of {@code key} into {@code out[i]} from this transaction's writes or the
+     * view (a live cached value, or the filter's "absent"); false if the worker must answer.
+     */
+    private boolean answerHere(byte[] key, byte[][] out, int i) {
+        byte[] v = written.get(new KeyBytes(key));
+        if (v != null) {
+            answeredHere();
+            out[i] = v == TOMBSTONE ? null : v;
+            return true;
+        }
+        if (view == null) {
+            return false;
+        }
+        CachedVersionView.Cached c = view.lookup(key, version, batchTimestampMs);
+        if (c == CachedVersionView.ABSENT) {
+            metrics.filterSkips.incrementAndGet();
+            answeredHere();
+            out[i] = null;
+            return true;
+        }
+        if (c == null) {
+            metrics.cacheMisses.incrementAndGet();
+            return false;
+        }
+        metrics.cacheHits.incrementAndGet();
+        if (settings.ttlRefreshOnRead && !readOnly && c.expiresAt != writeExpiry) {
+            put(key, c.value); // the refresh the worker's read would have made (an access too)
+        } else {
+            answeredHere();
+        }
+        out[i] = c.value;
+        return true;
+    }
+
+    /** One {@code optbytes value [i64 expiresAt]} of a GET or MULTI_GET reply, remembered in the view. */
+    private byte[] readValue(FrameReader r, byte[] key) throws ProtocolException {
+        byte[] value = r.optbytes();
+        if (value != null) {
+            long expiresAt = r.i64();
+            if (view != null) {
+                view.remember(key, value, expiresAt, version);
+            }
+        }
+        return value;
+    }
+
+    /**
+     * The values of {@code keys} (null where absent): what the JVM knows answers at once, the
+     * rest goes to the worker in one MULTI_GET.
+     */
+    byte[][] multiGet(byte[][] keys) {
+        byte[][] out = new byte[keys.length][];
+        int[] ask = new int[keys.length];
+        int n = 0;
+        for (int i = 0; i < keys.length; i++) {
+            if (!answerHere(keys[i], out, i)) {
+                ask[n++] = i;
+            }
+        }
+        if (n == 0) {
+            return out;
+        }
+        byte[][] asked = new byte[n][];
+        for (int j = 0; j < n; j++) {
+            asked[j] = keys[ask[j]];
+        }
+        byte[][] values = fromWorker(asked, n);
+        for (int j = 0; j < n; j++) {
+            out[ask[j]] = values[j];
+        }
+        return out;
+    }
+
+    /** The values of {@code keys[0..n)} from the worker in one MULTI_GET, remembered in the view. */
+    private byte[][] fromWorker(byte[][] keys, int n) {
+        FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(n);
+        for (int j = 0; j < n; j++) {
+            w.bytes(keys[j]);
+        }
+        FrameReader r = call(w);
+        return Replies.decode(() -> {
+            if (r.u32() != n) {
+                throw new ProtocolException("MULTI_GET answered a different number of keys");
+            }
+            byte[][] values = new byte[n][];
+            for (int j = 0; j < n; j++) {
+                values[j] = readValue(r, keys[j]);
+            }
+            r.end();
+            return values;
+        });
+    }
+
+    /**
+     * Reads into the view, in one MULTI_GET, the values of those {@code keys} that neither
+     * this transaction's writes nor the view can answer, for reads the operator makes next
+     * ({@link JoinPrefetch}). Only without TTL (a worker read may refresh or expire entries);
+     * counts nothing as a read. Returns the keys asked.
+     */
+    int prefetch(byte[][] keys) {
+        if (view == null || ended || settings.ttlMs != 0) {
+            return 0;
+        }
+        byte[][] ask = new byte[keys.length][];
+        int n = 0;
+        for (byte[] key : keys) {
+            if (!written.containsKey(new KeyBytes(key)) && view.lookup(key, version, batchTimestampMs) == null) {
+                ask[n++] = key;
+            }
+        }
+        if (n == 0) {
+            return 0;
+        }
+        fromWorker(ask, n);
+        metrics.prefetched.addAndGet(n);
+        return n;
+    }
+
+    /**
+     * How many values a read-ahead may bring into the view at once (0: none; see
+     * {@link CachedVersionView#prefetchRoom}).
+     */
+    int prefetchRoom() {
+        return view == null || ended || settings.ttlMs != 0 ? 0 : view.prefetchRoom();
+    }
+
+    /** A read the worker did not see: counted towards its incremental TTL cleanup. */
+    private void answeredHere() {
+        if (settings.ttlCountsAccesses && !readOnly) {
+            unsentAccesses++;
+        }
+    }
+
+    /** Sends the buffered writes (and reads answered here), if any, as one WRITE_BATCH. */
+    void flush() {
+        if (unsentAccesses > 0) {
+            batch().u8(Op.RECORD_ACCESS).u32(unsentAccesses);
+            batchCount++;
+            unsentAccesses = 0;
+        }
+        if (batchCount == 0) {
+            return;
+        }
+        FrameWriter b = batch;
+        b.patchU32(BATCH_COUNT_OFFSET, batchCount);
+        batch = null;
+        batchCount = 0;
+        if (direct) {
+            written.clear(); // the worker's database has them now (and the view, if any)
+        }
+        conn.send(b);
+    }
+
+    /** The transaction's writes (key to value, {@link #TOMBSTONE} for a removal); for the view at commit. */
+    Map<KeyBytes, byte[]> written() {
+        return written;
+    }
+
+    /** {@code expiresAt} of the values this transaction wrote. */
+    long writeExpiry() {
+        return writeExpiry;
+    }
+
+    long version() {
+        return version;
+    }
+
+    boolean isDirect() {
+        return direct;
+    }
+
+    /**
+     * An iterator over the keys starting with {@code prefix} (all keys if empty), opened on the
+     * worker (after a flush) when first used; see {@link ChunkIterator}.
+     */
+    ChunkIterator iterate(byte[] prefix, KeyCodec codec, int numValueFields) {
+        int chunkEntries = settings.iteratorChunkEntries;
+        ChunkIterator it = new ChunkIterator(conn, prefix.length == 0 ? this::residentEntries : null, () -> {
+            flush();
+            return call(FrameWriter.request(Op.ITER_OPEN, handle).bytes(prefix).u32(chunkEntries)
+                    .u8(Op.ITER_PAIRS));
+        }, chunkEntries, codec, numValueFields, metrics);
+        if (onIteratorCreated != null) {
+            onIteratorCreated.accept(it);
+        }
+        return it;
+    }
+
+    /**
+     * Every entry this transaction sees, served from the JVM when the view
+     * holds the whole version ({@link CachedVersionView#entriesIfComplete}) and the store has no TTL
+     * (whose reads refresh, expire and count accesses in the worker); else null. A direct
+     * transaction's view already shows its writes; any other's writes overlay the view's
+     * snapshot. Chunks of at most {@code chunkEntries} {keys, values}, copied out as walked.
+     */
+    private java.util.Iterator<byte[][][]> residentEntries() {
+        if (view == null || settings.ttlMs != 0 || ended) {
+            return null;
+        }
+        java.util.Iterator<byte[][][]> entries = view.entriesIfComplete(version, settings.iteratorChunkEntries);
+        if (entries == null) {
+            return null;
+        }
+        metrics.residentScans.incrementAndGet();
+        if (direct || written.isEmpty()) {
+            return entries;
+        }
+        // the overlay: this transaction's writes, taken now (as the worker's iterator would)
+        java.util.List<byte[]> ownKeys = new java.util.ArrayList<>();
+        java.util.List<byte[]> ownValues = new java.util.ArrayList<>();
+        java.util.Set<KeyBytes> own = new java.util.HashSet<>(written.keySet());
+        for (Map.Entry<KeyBytes, byte[]> w : written.entrySet()) {
+            if (w.getValue() != TOMBSTONE) {
+                ownKeys.add(w.getKey().bytes);
+                ownValues.add(w.getValue());
+            }
+        }
+        return new java.util.Iterator<byte[][][]>() {
+            private boolean ownDone;
+
+            @Override
+            public boolean hasNext() {
+                return entries.hasNext() || !ownDone;
+            }
+
+            @Override
+            public byte[][][] next() {
+                if (!entries.hasNext()) {
+                    ownDone = true;
+                    return new byte[][][] {ownKeys.toArray(new byte[0][]), ownValues.toArray(new byte[0][])};
+                }
+                byte[][][] chunk = entries.next();
+                int n = 0;
+                for (int i = 0; i < chunk[0].length; i++) {
+                    if (!own.contains(new KeyBytes(chunk[0][i]))) { // this transaction's own write follows
+                        chunk[0][n] = chunk[0][i];
+                        chunk[1][n++] = chunk[1][i];
+                    }
+                }
+                return n == chunk[0].length ? chunk
+                        : new byte[][][] {java.util.Arrays.copyOf(chunk[0], n), java.util.Arrays.copyOf(chunk[1], n)};
+            }
+        };
+    }
+
+    /** STATS after a flush: {numKeys, memoryUsedBytes}; the worker's metrics go to {@link StoreMetrics}. */
+    long[] stats() {
+        flush();
+        FrameReader r = call(FrameWriter.request(Op.STATS, handle));
+        return Replies.decode(() -> {
+            long[] out = {r.i64(), r.i64()};
+            metrics.readWorkerMetrics(r);
+            r.end();
+            return out;
+        });
+    }
+
+    /** What a COMMIT reply says besides the metrics (which go to the store's metrics). */
+    static final class Committed {
+        final long numKeys;
+        final long fileBytes;
+        final long memoryUsedBytes;
+        final boolean snapshotWanted;
+
+        Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted) {
+            this.numKeys = numKeys;
+            this.fileBytes = fileBytes;
+            this.memoryUsedBytes = memoryUsedBytes;
+            this.snapshotWanted = snapshotWanted;
+        }
+    }
+
+    /** COMMIT as {@code newVersion}, writing the changelog to {@code changelogPath} (empty: no changelog). */
+    Committed commit(long newVersion, String changelogPath) {
+        flush();
+        FrameReader r;
+        try {
+            r = call(FrameWriter.request(Op.COMMIT, handle).i64(newVersion).str(changelogPath));
+        } finally {
+            ended = true; // COMMIT ends the transaction, and a failed one leaves it unusable
+        }
+        return Replies.decode(() -> {
+            Committed c = new Committed(r.i64(), r.i64(), r.i64(), r.bool());
+            metrics.readWorkerMetrics(r);
+            r.end();
+            return c;
+        });
+    }
+
+    /** ABORT, dropping unsent writes; idempotent. */
+    void abort() {
+        batch = null;
+        batchCount = 0;
+        unsentAccesses = 0;
+        written.clear();
+        if (ended) {
+            return;
+        }
+        try {
+            if (!conn.isBroken()) {
+                FrameReader r = call(FrameWriter.request(Op.ABORT, handle));
+                Replies.decode(() -> {
+                    r.end();
+                    return null;
+                });
+            }
+        } finally {
+            ended = true; // even if ABORT failed: the transaction is not to be used again
+        }
+    }
+
+    private FrameReader call(FrameWriter w) {
+        if (ended) {
+            throw new IllegalStateException("ttlstate transaction " + handle + " has ended");
+        }
+        metrics.roundTrip();
+        return conn.call(w);
+    }
+
+    private FrameWriter batch() {
+        if (ended) {
+            throw new IllegalStateException("ttlstate transaction " + handle + " has ended");
+        }
+        if (batch == null) {
+            batch = FrameWriter.request(Op.WRITE_BATCH, handle).u32(0);
+        }
+        return batch;
+    }
+}

@@ -1,0 +1,87 @@
+package io.ttlstate.spark.store;
+
+import java.util.Map;
+
+/**
+ * The settings of one store as the worker resolved them in its OPEN reply (docs/PROTOCOL.md).
+ * Every key, default and rule lives in Python ({@code ttlstate.conf}, one registry); the JVM
+ * has no defaults of its own: a reply that lacks a value it needs, or holds one it cannot
+ * read, means the worker and the shim do not match, and opening the store fails saying so.
+ */
+final class StoreSettings {
+    final int writeBatchBytes;
+    final int iteratorChunkEntries;
+    final long workerTimeoutMillis;
+    final boolean snapshotMode;
+    final int transferThreads;
+    /** null: the default local cache root (see {@code StoreCheckpoint.useCacheDir}). */
+    final String localCacheDir;
+    /** The JVM's value cache budget, shared by all stores of the executor (0: no cache). */
+    final long cacheMaxBytes;
+    /** Whether lookups of absent keys consult a Bloom filter of the version's keys. */
+    final boolean keyFilter;
+    /** The store's TTL in milliseconds (0: no TTL). */
+    final long ttlMs;
+    /** TTL's {@code OnReadAndWrite}: a read through a write store refreshes the entry. */
+    final boolean ttlRefreshOnRead;
+    /** TTL's clock is the batch timestamp (else the worker's wall clock at each access). */
+    final boolean ttlBatchClock;
+    /** The worker's incremental cleanup counts state accesses (so reads the JVM answers are reported). */
+    final boolean ttlCountsAccesses;
+    /** Sample every n-th get and put for the latency metrics; 0: latency tracking is off. */
+    final int latencySampleInterval;
+
+    StoreSettings(Map<String, String> resolved) {
+        writeBatchBytes = (int) number(resolved, "writeBatchBytes");
+        iteratorChunkEntries = (int) number(resolved, "iteratorChunkEntries");
+        workerTimeoutMillis = number(resolved, "workerTimeout");
+        snapshotMode = "snapshot".equalsIgnoreCase(required(resolved, "checkpoint.mode"));
+        transferThreads = (int) number(resolved, "checkpoint.transferThreads");
+        localCacheDir = resolved.get("checkpoint.localCacheDir"); // absent: the default directory
+        cacheMaxBytes = number(resolved, "cache.maxBytes");
+        keyFilter = flag(resolved, "keyFilter.enabled");
+        ttlMs = number(resolved, "ttl.ms");
+        ttlRefreshOnRead = flag(resolved, "ttl.refreshOnRead");
+        ttlBatchClock = flag(resolved, "ttl.batchClock");
+        ttlCountsAccesses = flag(resolved, "ttl.countsAccesses");
+        latencySampleInterval = flag(resolved, "latencyTracking.enabled")
+                ? (int) number(resolved, "latencyTracking.sampleInterval") : 0;
+    }
+
+    /**
+     * Whether a transaction with batch timestamp {@code batchTimestampMs} may use the JVM's
+     * view (cache and filter): the JVM must know the transaction's clock, which it does
+     * without TTL and with the batch clock of a known batch.
+     */
+    boolean viewUsable(long batchTimestampMs) {
+        return ttlMs == 0 || (ttlBatchClock && batchTimestampMs >= 0);
+    }
+
+    private static String required(Map<String, String> resolved, String name) {
+        String v = resolved.get(name);
+        if (v == null) {
+            throw new IllegalStateException("The worker's OPEN reply lacks the resolved setting '" + name
+                    + "': the Python package and the shim jar do not match (reinstall ttlstate)");
+        }
+        return v;
+    }
+
+    private static long number(Map<String, String> resolved, String name) {
+        String v = required(resolved, name);
+        try {
+            return Long.parseLong(v.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalStateException("The worker resolved the setting '" + name + "' to '" + v
+                    + "', not a whole number: the Python package and the shim jar do not match", e);
+        }
+    }
+
+    private static boolean flag(Map<String, String> resolved, String name) {
+        String v = required(resolved, name);
+        if (!v.equals("true") && !v.equals("false")) {
+            throw new IllegalStateException("The worker resolved the setting '" + name + "' to '" + v
+                    + "', not true or false: the Python package and the shim jar do not match");
+        }
+        return v.equals("true");
+    }
+}

@@ -1,0 +1,28 @@
+package io.ttlstate.spark.ttl;
+
+/**
+ * The TTL rule on the JVM side, in one place (Python's is {@code ttlstate.ttl}; both pass
+ * {@code tests/vectors/ttl.tsv}). Flink's {@code TtlUtils}: an entry written at {@code ts} with
+ * a time-to-live of {@code ttlMs} expires at {@code ts + ttlMs}, saturated instead of
+ * overflowing, and is expired at every {@code now} at or after that (inclusive).
+ */
+public final class TtlRule {
+    /** Expiry time of an entry without TTL. */
+    public static final long NEVER = Long.MAX_VALUE;
+
+    private TtlRule() {
+    }
+
+    /** When an entry written at {@code ts} expires under {@code ttlMs} ({@code <= 0}: no TTL, {@link #NEVER}). */
+    public static long expiresAt(long ts, long ttlMs) {
+        if (ttlMs <= 0) {
+            return NEVER;
+        }
+        return ts > NEVER - ttlMs ? NEVER : ts + ttlMs;
+    }
+
+    /** Whether an entry that expires at {@code expiresAt} is expired at {@code now}. */
+    public static boolean expired(long expiresAt, long now) {
+        return expiresAt <= now;
+    }
+}
