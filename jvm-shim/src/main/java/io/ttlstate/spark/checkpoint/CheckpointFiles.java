@@ -116,16 +116,24 @@ final class CheckpointFiles {
             return (manifest ? v2Manifests : v2Changelogs).get(version + "_" + id);
         }
 
-        /** The most recently modified v2 file of {@code version}, or null. */
+        /**
+         * The most recently modified v2 file of {@code version} (on equal times the greatest
+         * name, whatever the listing's order), or null; {@code ttlstate.layout.newest_v2} in Python.
+         */
         StateFileName newestV2(long version) {
             StateFileName best = null;
             for (StateFileName f : files) {
-                if (f.id != null && f.version == version
-                        && (best == null || f.status.getModificationTime() > best.status.getModificationTime())) {
+                if (f.id != null && f.version == version && (best == null || newer(f, best))) {
                     best = f;
                 }
             }
             return best;
+        }
+
+        private static boolean newer(StateFileName a, StateFileName b) {
+            long ta = a.status.getModificationTime();
+            long tb = b.status.getModificationTime();
+            return ta != tb ? ta > tb : a.fileName().compareTo(b.fileName()) > 0;
         }
 
         /** The highest version any state file has, 0 if none. */
