@@ -177,6 +177,15 @@ def write_report() -> None:
                        f"{report.fmt(c.get('ttlstateCacheHits'))} were answered by the value cache, "
                        f"{report.fmt(c.get('ttlstateFilterSkips'))} (absent keys) by the key filter and "
                        f"{report.fmt(c.get('ttlstateCacheMisses'))} by the worker.{note}\n")
+            out.append(f"Memory of that run: peak JVM RSS {report.mib(rep['peak_jvm_rss'])} MiB, of which the "
+                       f"value cache and key filter held at most {report.mib(rep.get('peak_cache_bytes'))} MiB "
+                       f"(`ttlstateCacheBytes`; the rest is Spark's JVM and the heap G1 keeps around the live "
+                       f"set, DESIGN 51); ttlstate's Python processes {report.mib(rep['peak_python_pss'])} MiB "
+                       f"of PSS, of which the stores reported at most "
+                       f"{report.mib(rep.get('peak_store_memory_bytes'))} MiB of memtables and table readers "
+                       f"(`memoryUsedBytes`; the data blocks in each worker's shared block cache, which with the "
+                       f"memtables stays within `rocksdb.boundedMemory.totalBytes`, belong to no store and are not in it; "
+                       f"the rest is the Python processes themselves and freed memory not yet returned).\n")
         groups.append(workload)
         for v in SELECTED_VARIANTS:
             series.setdefault(runner.VARIANTS[v][0], []).append(

@@ -217,6 +217,11 @@ final class CheckpointFiles {
             createdDirs.remove(parent); // it may be gone: create it again next time
             throw new CheckpointWriteException(target, version, store, "upload failed: " + e, e);
         }
+        return uploaded(target, version, size);
+    }
+
+    /** The status of {@code target} just uploaded with {@code size} bytes, checked to be there with them. */
+    private FileStatus uploaded(Path target, long version, long size) throws IOException {
         FileStatus st;
         try {
             st = fs().getFileStatus(target);
@@ -256,17 +261,7 @@ final class CheckpointFiles {
             LocalFiles.deleteQuietly(tmp);
             throw new CheckpointWriteException(target, version, store, "upload failed: " + e, e);
         }
-        FileStatus st;
-        try {
-            st = fs().getFileStatus(target);
-        } catch (IOException e) {
-            throw new CheckpointWriteException(target, version, store, "cannot verify the upload: " + e, e);
-        }
-        if (st.getLen() != size) {
-            throw new CheckpointWriteException(target, version, store, "the file has " + st.getLen()
-                    + " bytes after its upload, expected " + size, null);
-        }
-        return st;
+        return uploaded(target, version, size);
     }
 
     /**
