@@ -10,8 +10,7 @@ are declared in `ttlstate.ttl.config` and resolved per store by `ttl_settings`.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from . import rocksdb_options, values
 from .confkeys import PREFIX
@@ -19,18 +18,7 @@ from .errors import InvalidConfError
 from .ttl import config as ttl_config
 
 
-@dataclasses.dataclass(frozen=True)
-class ConfEntry:
-    name: str  # short name, after PREFIX
-    parse: Callable[[str], Any]  # raises ValueError with the allowed values
-    default: str | None  # as a user would write it; None: derived (see doc)
-    doc: str
-    scope: str  # "service": read once when the service starts; "store": per store
-
-    @property
-    def key(self) -> str:
-        return PREFIX + self.name
-
+ConfEntry = values.Setting
 
 ENTRIES: tuple[ConfEntry, ...] = (
     ConfEntry(
@@ -158,6 +146,8 @@ ENTRIES += (
         "store"),
 )
 
+# Every ttlstate key, declared once each: the store's and service's here, the TTL's in ttl/config.py.
+REGISTRY: tuple[ConfEntry, ...] = ENTRIES + ttl_config.SETTINGS
 BY_KEY: dict[str, ConfEntry] = {e.key: e for e in ENTRIES}
 
 
@@ -174,7 +164,7 @@ def resolve(confs: Mapping[str, str], scope: str) -> dict[str, Any]:
         if entry is None:
             if ttl_config.split_key(key[len(PREFIX):])[2] in ttl_config.BY_NAME:
                 continue  # validated by ttl_settings (ttl.config.resolve)
-            known = ", ".join(sorted([e.name for e in ENTRIES] + list(ttl_config.BY_NAME)))
+            known = ", ".join(sorted(e.name for e in REGISTRY))
             raise InvalidConfError(
                 key, text, f"unknown ttlstate key; known keys are {known}, and "
                 "operator.<operatorId>.[store.<storeName>.]<TTL key> overrides")

@@ -1,15 +1,40 @@
-"""Parsers of conf values, one per kind of value, shared by every ttlstate setting (the store's
-`conf.py` and the TTL's `ttl/config.py`). Each takes the text of a conf value and returns the
+"""The `Setting` every ttlstate conf key is declared as, and the parsers of conf values, one
+per kind of value, shared by every setting (the store's `conf.py` and the TTL's
+`ttl/config.py`; `conf.REGISTRY` lists them all). Each takes the text of a conf value and returns the
 value, or raises ValueError with what is allowed ("expected ..."), which `InvalidConfError`
 shows beside the key and the offending value.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Callable
 
+from .confkeys import PREFIX
+
 Parser = Callable[[str], Any]
+SCOPES = ("service", "store", "ttl")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One ttlstate conf key, declared once: its short name (after the prefix), parser,
+    default (as a user would write it; None: derived, see the doc), doc and scope:
+    "service" (read once when the store service starts), "store" (per store) or "ttl"
+    (per store, overridable per operator and per store: `operator.<id>.[store.<name>.]`).
+    `field` is the `TtlConfig` field a TTL setting fills."""
+
+    name: str
+    parse: Parser
+    default: str | None
+    doc: str
+    scope: str
+    field: str | None = None
+
+    @property
+    def key(self) -> str:
+        return PREFIX + self.name
 
 _UNITS_MS = {
     "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,

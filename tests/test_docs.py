@@ -10,8 +10,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
 
-DECLARED = {e.key: e.default for e in conf.ENTRIES} | {
-    conf.PREFIX + s.name: s.default for s in ttl_config.SETTINGS}
+DECLARED = {e.key: e.default for e in conf.REGISTRY}
+
+
+def test_every_key_is_declared_once_with_a_scope_and_a_doc():
+    keys = [e.key for e in conf.REGISTRY]
+    assert len(keys) == len(set(keys))
+    assert {e.key for e in conf.ENTRIES} | {s.key for s in ttl_config.SETTINGS} == set(keys)
+    for e in conf.REGISTRY:
+        assert e.scope in ("service", "store", "ttl") and len(e.doc) > 20, e.name
+        assert (e.field is not None) == (e.scope == "ttl"), e.name
 
 
 def test_every_documented_ttlstate_key_exists_and_every_key_is_documented():

@@ -1,6 +1,7 @@
 """TTL settings: Flink's `StateTtlConfig`, as Spark conf keys and as a Python builder.
 
-Every setting is declared once in `SETTINGS` (short name, parser, default, doc). Keys are
+Every setting is declared once in `SETTINGS` (short name, parser, default, doc, scope `ttl`;
+`conf.REGISTRY` lists them with the store's and service's keys). Keys are
 `spark.sql.streaming.stateStore.ttlstate.<name>`, overridable per operator
 (`...ttlstate.operator.<operatorId>.<name>`) and per store
 (`...ttlstate.operator.<operatorId>.store.<storeName>.<name>`); store beats operator beats
@@ -16,7 +17,7 @@ import dataclasses
 import enum
 import re
 import tomllib
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from .. import values
 from ..confkeys import PREFIX
@@ -39,43 +40,41 @@ class TimeCharacteristic(enum.Enum):
     PROCESSING_TIME = "ProcessingTime"
 
 
-# The value parsers are ttlstate's own (`ttlstate.values`), shared with the store's settings.
+# The value parsers and the Setting type are ttlstate's own (`ttlstate.values`), shared with
+# the store's settings; `conf.REGISTRY` lists these with those.
 parse_duration = values.duration_ms
+Setting = values.Setting
 
 
-@dataclasses.dataclass(frozen=True)
-class Setting:
-    name: str
-    field: str
-    parse: Callable[[str], Any]
-    default: str
-    doc: str
+def _ttl(name: str, field: str, parse, default: str, doc: str) -> Setting:
+    """A TTL setting: scope "ttl" (overridable per operator and store), filling `field`."""
+    return Setting(name, parse, default, doc, "ttl", field)
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("ttl", "ttl_ms", parse_duration, "0",
+    _ttl("ttl", "ttl_ms", parse_duration, "0",
             "Time-to-live of a state entry; unset or 0 means no TTL."),
-    Setting("updateType", "update_type", values.enum_of(UpdateType), "OnCreateAndWrite",
+    _ttl("updateType", "update_type", values.enum_of(UpdateType), "OnCreateAndWrite",
             "When an entry's timestamp is refreshed: on put only, on every read too, or never."),
-    Setting("stateVisibility", "state_visibility", values.enum_of(StateVisibility), "NeverReturnExpired",
+    _ttl("stateVisibility", "state_visibility", values.enum_of(StateVisibility), "NeverReturnExpired",
             "Whether expired entries that are not cleaned up yet may still be returned."),
-    Setting("timeCharacteristic", "time_characteristic", values.enum_of(TimeCharacteristic), "BatchTimestamp",
+    _ttl("timeCharacteristic", "time_characteristic", values.enum_of(TimeCharacteristic), "BatchTimestamp",
             "The clock: the micro-batch's logical timestamp (replay-safe) or the wall clock."),
-    Setting("cleanup.inBackground", "cleanup_in_background", values.boolean, "true",
+    _ttl("cleanup.inBackground", "cleanup_in_background", values.boolean, "true",
             "Turn on the default background cleanup strategies."),
-    Setting("cleanup.incremental.size", "incremental_size", values.int_between(1, 1_000_000), "5",
+    _ttl("cleanup.incremental.size", "incremental_size", values.int_between(1, 1_000_000), "5",
             "Entries checked by the incremental cleanup per state access."),
-    Setting("cleanup.incremental.everyRecord", "incremental_every_record", values.boolean, "false",
+    _ttl("cleanup.incremental.everyRecord", "incremental_every_record", values.boolean, "false",
             "Also run the incremental cleanup once per processed record."),
-    Setting("cleanup.compactionFilter.enabled", "compaction_filter", values.boolean, "true",
+    _ttl("cleanup.compactionFilter.enabled", "compaction_filter", values.boolean, "true",
             "Drop expired entries during RocksDB compaction."),
-    Setting("cleanup.compactionFilter.periodicCompaction", "periodic_compaction_ms",
+    _ttl("cleanup.compactionFilter.periodicCompaction", "periodic_compaction_ms",
             parse_duration, "30d", "Compact files older than this so cold data is cleaned too."),
-    Setting("cleanup.compactionFilter.safetyMargin", "compaction_margin_ms", parse_duration, "1h",
+    _ttl("cleanup.compactionFilter.safetyMargin", "compaction_margin_ms", parse_duration, "1h",
             "RocksDB's TTL compaction drops an entry only when it is older than ttl + this margin "
             "by the wall clock, so it never drops an entry the batch clock still sees as live "
             "(the margin must exceed the longest batch, retries included)."),
-    Setting("cleanup.fullSnapshot", "full_snapshot", values.boolean, "false",
+    _ttl("cleanup.fullSnapshot", "full_snapshot", values.boolean, "false",
             "Leave expired entries out whenever a full copy of the state is written."),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
