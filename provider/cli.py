@@ -19,7 +19,7 @@ import time
 from . import checkpoint_reader as cr
 from . import statefile, unsaferow
 from .conf import PREFIX
-from .errors import TtlStateError
+from .errors import TtlstateError
 from .ttl import expiration_ts
 from .ttl import config as ttl_config
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _exit_on_signal)  # so temporary directories are deleted
     try:
         return args.run(args)
-    except TtlStateError as e:
+    except TtlstateError as e:
         print(f"error: [{e.error_class}] {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `... dump | head`
@@ -196,7 +196,7 @@ def _store_summary(sd: cr.StoreDir, op: cr.OperatorInfo, confs: dict, now: int) 
                         info["liveKeysAtVersionClock"] = store.hist.live_count(ttl_ms, store.batch_ts)
                     info["liveKeysNow"] = store.hist.live_count(ttl_ms, now)
             info["ttl"] = ttl
-    except TtlStateError as e:
+    except TtlstateError as e:
         info["error"] = f"[{e.error_class}] {e}"
     return info
 

@@ -15,7 +15,7 @@ from typing import Iterator
 from rocksdict import AccessType, Rdict, WriteBatch
 
 from . import rocksdb_options
-from .errors import CorruptFileError, StorageError, TtlStateError
+from .errors import CorruptFileError, StorageError, TtlstateError
 from .manifest import SstFile
 from .protocol import RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER, RECORD_REMOVE_PRESENT
 from .ttl import MAX_TS
@@ -32,7 +32,7 @@ def engine_errors(fn):
     def wrapped(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except TtlStateError:
+        except TtlstateError:
             raise
         except Exception as e:  # OSError, and rocksdict's plain Exception subclasses
             where = getattr(args[0], "local_dir", None) if args else None

@@ -4,23 +4,23 @@ wire to the JVM, which turns it into a Spark error."""
 from __future__ import annotations
 
 
-class TtlStateError(Exception):
+class TtlstateError(Exception):
     """Base of every error ttlstate raises on purpose."""
 
     error_class = "TTLSTATE_INTERNAL"
 
 
-class ProtocolError(TtlStateError):
+class ProtocolError(TtlstateError):
     """A frame that does not follow docs/PROTOCOL.md. The connection is closed."""
 
     error_class = "TTLSTATE_PROTOCOL_ERROR"
 
 
-class AuthError(TtlStateError):
+class AuthError(TtlstateError):
     error_class = "TTLSTATE_AUTH"
 
 
-class InvalidConfError(TtlStateError):
+class InvalidConfError(TtlstateError):
     """A conf value that is not allowed; the message names key, value and what is allowed."""
 
     error_class = "TTLSTATE_INVALID_CONF"
@@ -30,21 +30,21 @@ class InvalidConfError(TtlStateError):
         self.key, self.value, self.allowed = key, value, allowed
 
 
-class UnknownHandleError(TtlStateError):
+class UnknownHandleError(TtlstateError):
     error_class = "TTLSTATE_UNKNOWN_HANDLE"
 
 
-class VersionMismatchError(TtlStateError):
+class VersionMismatchError(TtlstateError):
     error_class = "TTLSTATE_VERSION_MISMATCH"
 
 
-class StoreBusyError(TtlStateError):
+class StoreBusyError(TtlstateError):
     """A request that needs the committed version while a transaction writes into the
     store's database (docs/DESIGN.md 40)."""
     error_class = "TTLSTATE_STORE_BUSY"
 
 
-class CorruptFileError(TtlStateError):
+class CorruptFileError(TtlstateError):
     """A state file (changelog, manifest, SST) that cannot be read; names the file and the
     version (when known)."""
 
@@ -56,13 +56,13 @@ class CorruptFileError(TtlStateError):
         self.path, self.version, self.reason = path, version, reason
 
 
-class StorageError(TtlStateError):
+class StorageError(TtlstateError):
     """RocksDB (or the local disk under it) failed; see `ttlstate.engine.engine_errors`."""
 
     error_class = "TTLSTATE_STORAGE"
 
 
-class CheckpointReadError(TtlStateError):
+class CheckpointReadError(TtlstateError):
     """The location cannot be read as asked; the message names the path or value."""
 
 

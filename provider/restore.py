@@ -13,7 +13,7 @@ from rocksdict import AccessType, Options, Rdict, WriteBatch
 
 from . import manifest, statefile
 from .engine import db_items, link_checked, without_write_time
-from .errors import CorruptFileError, StorageError, TtlStateError
+from .errors import CorruptFileError, StorageError, TtlstateError
 from .manifest import Manifest
 from .statefile import FILE_CHANGELOG
 from .ttl import codec
@@ -39,7 +39,7 @@ def load(store, version: int, batch_ts: int, manifest_version: int, manifest_pat
             m = manifest.read(manifest_path, manifest_version)
             _restore(store, m, ssts, batch_ts, restore_ts)
         elif manifest_version != 0:
-            raise TtlStateError(f"{store.store_id}: no manifest path for manifest version "
+            raise TtlstateError(f"{store.store_id}: no manifest path for manifest version "
                                 f"{manifest_version} (an empty path means version 0)")
         else:
             store.db = store._open(store._new_dir(), batch_ts)

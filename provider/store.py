@@ -21,7 +21,7 @@ from rocksdict import Checkpoint, Rdict, WriteBatch
 
 from . import manifest, restore, rocksdb_options, statefile, ttl_cleanup
 from .engine import engine_errors, file_crc32, memory_used, open_database
-from .errors import StoreBusyError, TtlStateError, VersionMismatchError
+from .errors import StoreBusyError, TtlstateError, VersionMismatchError
 from .manifest import Manifest, SstFile
 from .statefile import FILE_CHANGELOG, LAYOUT_PLAIN, LAYOUT_TTL, FileMeta
 from .ttl import MAX_TS, TtlTimeProvider, WallClock
@@ -162,7 +162,7 @@ class Store:
                 raise VersionMismatchError(f"{self.store_id}: a transaction of version {txn.store_version} "
                                            f"cannot commit version {new_version}")
             if changelog_path and txn.changelog is None:
-                raise TtlStateError(f"{self.store_id}: the transaction was begun without a changelog")
+                raise TtlstateError(f"{self.store_id}: the transaction was begun without a changelog")
             if changelog_path:
                 size = txn.changelog.finish(changelog_path, now, txn.cursor)
                 txn.changelog = None
@@ -230,7 +230,7 @@ class Store:
         the version's clock are deleted first.
         """
         if self.version < 0:
-            raise TtlStateError(f"{self.store_id}: no version to snapshot (the last load failed)")
+            raise TtlstateError(f"{self.store_id}: no version to snapshot (the last load failed)")
         if self.writer is not None:
             raise StoreBusyError(f"{self.store_id}: no snapshot of version {self.version} while a "
                                  "transaction writes into the database (the next maintenance retries)")

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from . import statefile
 from .engine import db_items, write_keyed_records
-from .errors import TtlStateError
+from .errors import TtlstateError
 from .protocol import RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_REMOVE, RECORD_REMOVE_PRESENT
 from .ttl import MAX_TS, codec, expiration_ts, expired_at
 from .ttl.config import StateVisibility, TimeCharacteristic, UpdateType
@@ -52,7 +52,7 @@ class Txn:
         self.purged: set[bytes] = set()  # shadow keys the full-snapshot cleanup deleted
         self.key_delta = 0
         self.overlay_bytes = 0
-        self.deferred_error: TtlStateError | None = None
+        self.deferred_error: TtlstateError | None = None
         self.open = True
         ttl = store.ttl
         self.ttl_ms = store.ttl_ms

@@ -15,7 +15,7 @@ from typing import Callable
 
 from . import conf, manifest
 from . import protocol as p
-from .errors import AuthError, ProtocolError, TtlStateError, UnknownHandleError
+from .errors import AuthError, ProtocolError, TtlstateError, UnknownHandleError
 from .rocksdb_options import RocksDbSettings
 from .store import Store
 from .txn import Txn
@@ -132,14 +132,14 @@ class Worker:
         if txn is None or not txn.open or txn.deferred_error is not None:
             return
         if txn.read_only:
-            txn.deferred_error = TtlStateError("write to a read-only transaction")
+            txn.deferred_error = TtlstateError("write to a read-only transaction")
             return
         try:
             txn.apply(records, p.encoded_records(r.buf, records))
-        except TtlStateError as e:
+        except TtlstateError as e:
             txn.deferred_error = e
         except Exception as e:  # noqa: BLE001 - surfaced on the next call
-            txn.deferred_error = TtlStateError(f"{type(e).__name__}: {e}")
+            txn.deferred_error = TtlstateError(f"{type(e).__name__}: {e}")
 
     def op_get(self, h, r):
         key = r.bytes()
@@ -226,7 +226,7 @@ class Worker:
         r.end()
         txn = self._txn(h)
         if txn.read_only:
-            raise TtlStateError("cannot commit a read-only transaction")
+            raise TtlstateError("cannot commit a read-only transaction")
         store = txn.store
         try:
             num_keys, size = store.commit(txn, new_version, path)
@@ -312,7 +312,7 @@ class Worker:
                 for h in owned:
                     try:
                         self._close_store(h, delete_files=True)
-                    except TtlStateError as e:
+                    except TtlstateError as e:
                         log.warning("worker %d: closing store %d: %s", self.index, h, e)
             conn.close()
 
@@ -346,7 +346,7 @@ class Worker:
                 w = self.handlers[op](handle, r)
             except ProtocolError:
                 raise
-            except TtlStateError as e:
+            except TtlstateError as e:
                 return p.error_frame(e.error_class, str(e))
             except Exception as e:  # noqa: BLE001 - never let one request kill the worker
                 log.exception("worker %d: %s failed", self.index, p.OP_NAMES[op])

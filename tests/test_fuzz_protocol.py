@@ -1037,7 +1037,7 @@ def _fuzz_live(live, malformed: int, threads: int, seed: int) -> Stats:
     assert hwm_after - hwm_before < 48 * 1024, (
         f"the worker's peak RSS grew by {(hwm_after - hwm_before) // 1024} MiB")
     # TTLSTATE_INTERNAL is also the class of deliberate refusals raised as a bare
-    # TtlStateError ("no version to snapshot ..."); an unexpected exception is answered as
+    # TtlstateError ("no version to snapshot ..."); an unexpected exception is answered as
     # "<ExceptionType>: ..." and logged with its traceback: there must be none
     unexpected = [e for e in stats.internal_errors if re.match(r"^\w+(Error|Exception|Warning)\b", e)]
     assert not unexpected, f"{len(unexpected)} unexpected exceptions: {unexpected[:5]}"

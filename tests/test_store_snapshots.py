@@ -16,7 +16,7 @@ import pytest
 from rocksdict import AccessType, Options, Rdict
 
 from ttlstate import manifest, ttl_cleanup
-from ttlstate.errors import CorruptFileError, StorageError, TtlStateError, VersionMismatchError
+from ttlstate.errors import CorruptFileError, StorageError, TtlstateError, VersionMismatchError
 from ttlstate.statefile import LAYOUT_PLAIN, LAYOUT_TTL
 from ttlstate.store import Store
 from ttlstate.ttl.config import StateVisibility, TtlConfig
@@ -264,7 +264,7 @@ def test_load_refuses_a_damaged_sst_naming_it_and_its_path(mk, damage):
     assert other.version == -1 and other.num_keys == 0
     with pytest.raises(VersionMismatchError):
         other.begin(1, True)
-    with pytest.raises(TtlStateError, match="no version"):
+    with pytest.raises(TtlstateError, match="no version"):
         other.snapshot(str(lin.tmp / "nope"))
     assert other.load(0) == 0 and _entries(other) == []
 
@@ -284,7 +284,7 @@ def test_load_checks_changelogs_follow_the_manifest(mk):
         other.load(3, NOW, 1, m, ssts, [(2, str(lin.root / "2.changelog"))])
     with pytest.raises(CorruptFileError, match="expected version 2"):
         other.load(2, NOW, 2, m, ssts)
-    with pytest.raises(TtlStateError, match="no manifest path"):
+    with pytest.raises(TtlstateError, match="no manifest path"):
         other.load(2, NOW, 1, "", {})
     assert other.load(3, NOW, 1, m, ssts, [(2, str(lin.root / "2.changelog")), (3, str(lin.root / "3.changelog"))]) == 3
 
