@@ -153,8 +153,7 @@ class StoreDir:
         try:
             return layout.plan(self.files, version, id)
         except layout.MissingFile as e:
-            raise CorruptFileError(os.path.join(self.path, e.pattern), e.version,
-                                   f"file does not exist (needed to load version {e.needed_for})") from None
+            raise CorruptFileError(os.path.join(self.path, e.pattern), e.version, e.reason) from None
 
 
 @dataclasses.dataclass

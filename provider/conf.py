@@ -18,25 +18,25 @@ from .errors import InvalidConfError
 from .ttl import config as ttl_config
 
 
-ConfEntry = values.Setting
+Setting = values.Setting
 
-ENTRIES: tuple[ConfEntry, ...] = (
-    ConfEntry(
+ENTRIES: tuple[Setting, ...] = (
+    Setting(
         "workers", values.int_between(1, 64), None,
         "Store worker processes per executor. Default: the executor's cores "
         "(`spark.executor.cores`, else the machine's processors). Stores are pinned to a "
         "worker by a hash of their id.",
         "service"),
-    ConfEntry(
+    Setting(
         "writeBatchBytes", values.int_between(1, 16 * 1024 * 1024), "262144",
         "Write-behind buffer of the JVM shim: puts and removes are shipped to the worker in "
         "one frame when this many bytes are buffered (and before any read that needs them).",
         "store"),
-    ConfEntry(
+    Setting(
         "iteratorChunkEntries", values.int_between(1, 1_000_000), "1024",
         "Entries per chunk when iterating or prefix-scanning a store.",
         "store"),
-    ConfEntry(
+    Setting(
         "workerTimeout", values.duration_between(1_000, 7 * 24 * 3_600_000, "1s to 7d"), "10min",
         "How long the JVM waits for a store worker's answer to one request. A worker that "
         "does not answer in time (stopped, stuck on a disk) is killed, so its service "
@@ -44,7 +44,7 @@ ENTRIES: tuple[ConfEntry, ...] = (
         "worker and this key; Spark's task retry then reloads the store from the checkpoint. "
         "Long requests (a load or snapshot of a big store) must fit in it.",
         "store"),
-    ConfEntry(
+    Setting(
         "checkpoint.mode", values.one_of("changelog", "snapshot"), "changelog",
         "`changelog`: a commit uploads only a zstd log of the version's writes, and snapshot "
         "maintenance uploads an incremental SST snapshot every "
@@ -53,12 +53,12 @@ ENTRIES: tuple[ConfEntry, ...] = (
         "yet are uploaded). Either mode loads the other's checkpoints, so it may change "
         "across a restart.",
         "store"),
-    ConfEntry(
+    Setting(
         "checkpoint.transferThreads", values.int_between(1, 64), "4",
         "Threads of the executor's pool that upload and download checkpoint files (shared "
         "by all stores of the executor; the largest value any store asks for wins).",
         "store"),
-    ConfEntry(
+    Setting(
         "checkpoint.localCacheDir", values.absolute_path, None,
         "Directory where the executor keeps copies of the checkpoint files its stores wrote "
         "or read, so a store that is loaded again on the same machine (a restarted query, "
@@ -69,7 +69,7 @@ ENTRIES: tuple[ConfEntry, ...] = (
 )
 
 ENTRIES += (
-    ConfEntry(
+    Setting(
         "cache.maxBytes", values.byte_size(1 << 40), "128m",
         "Heap the JVM may use to cache the values its stores read and wrote, so repeated "
         "reads of a key cost no round trip to the worker. One budget for all stores of an "
@@ -80,7 +80,7 @@ ENTRIES += (
         "each). The cache holds exactly the loaded version (a commit updates it, a load "
         "empties it) and never serves an expired value. `0` turns it off.",
         "store"),
-    ConfEntry(
+    Setting(
         "keyFilter.enabled", values.boolean, "true",
         "Keep a Bloom filter of the keys of each loaded version in the JVM (16 bits per "
         "key), so most reads of absent keys cost no round trip. After a load from the "
@@ -89,17 +89,17 @@ ENTRIES += (
 )
 
 ENTRIES += (
-    ConfEntry(
+    Setting(
         "latencyTracking.enabled", values.boolean, "false",
         "Sample the latency of gets and puts as the operator sees it (JVM side, cache hits "
         "included) and report percentiles per batch (`ttlstateLatency*` metrics), like "
         "Flink's `state.latency-track`. Off by default; two clock reads per sampled access.",
         "store"),
-    ConfEntry(
+    Setting(
         "latencyTracking.sampleInterval", values.int_between(1, 1_000_000), "100",
         "With latency tracking, time every n-th get and every n-th put of a store.",
         "store"),
-    ConfEntry(
+    Setting(
         "rocksdb.profile", values.one_of(*rocksdb_options.PROFILES, case=str.upper), "DEFAULT",
         "Flink's predefined RocksDB options: `DEFAULT`; `SPINNING_DISK_OPTIMIZED` (level "
         "compaction with dynamic level sizes, 4 background threads, unlimited open files); "
@@ -108,31 +108,31 @@ ENTRIES += (
         "3 merged per flush); `FLASH_SSD_OPTIMIZED` (4 background threads, unlimited open "
         "files). The other `rocksdb.*` keys override single options of the profile.",
         "store"),
-    ConfEntry(
+    Setting(
         "rocksdb.blockCacheSize", values.byte_size(1 << 40), None,
         "Block cache of each store's database (`0`: none). Default: the profile's (8 MiB, as "
         "Spark's RocksDB provider, except `SPINNING_DISK_OPTIMIZED_HIGH_MEM`: 256 MiB). Used only "
         "with `rocksdb.boundedMemory.totalBytes=0`.",
         "store"),
-    ConfEntry(
+    Setting(
         "rocksdb.blockSize", values.byte_size(1 << 30), None,
         "Size of a data block in the SST files (RocksDB's default 4 KiB). Default: the profile's.",
         "store"),
-    ConfEntry(
+    Setting(
         "rocksdb.writeBufferSize", values.byte_size(1 << 34), None,
         "Size of one memtable (RocksDB's default 64 MiB). Default: the profile's.",
         "store"),
-    ConfEntry(
+    Setting(
         "rocksdb.maxWriteBufferNumber", values.int_between(1, 64), None,
         "Memtables a store's database may hold before writes stall (RocksDB's default 2). "
         "Default: the profile's.",
         "store"),
-    ConfEntry(
+    Setting(
         "rocksdb.compression", values.one_of(*rocksdb_options.COMPRESSIONS), None,
         "Compression of SST blocks: " + ", ".join(rocksdb_options.COMPRESSIONS) + ". Default: "
         "RocksDB's (snappy).",
         "store"),
-    ConfEntry(
+    Setting(
         "rocksdb.boundedMemory.totalBytes", values.byte_size(1 << 40), "64m",
         "Bound the RocksDB memory of all stores of a worker process together: one block cache "
         "of this size shared by all their databases, with their memtables charged to it (a "
@@ -140,15 +140,15 @@ ENTRIES += (
         "`0`: off, each database has its own block cache (`rocksdb.blockCacheSize`) and "
         "memtables.",
         "store"),
-    ConfEntry(
+    Setting(
         "rocksdb.boundedMemory.writeBufferRatio", values.ratio, "0.5",
         "With bounded memory, the share of it memtables may take.",
         "store"),
 )
 
 # Every ttlstate key, declared once each: the store's and service's here, the TTL's in ttl/config.py.
-REGISTRY: tuple[ConfEntry, ...] = ENTRIES + ttl_config.SETTINGS
-BY_KEY: dict[str, ConfEntry] = {e.key: e for e in ENTRIES}
+REGISTRY: tuple[Setting, ...] = ENTRIES + ttl_config.SETTINGS
+BY_KEY: dict[str, Setting] = {e.key: e for e in ENTRIES}
 
 
 def resolve(confs: Mapping[str, str], scope: str) -> dict[str, Any]:

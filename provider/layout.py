@@ -60,8 +60,9 @@ class MissingFile(Exception):
     """A file the plan needs does not exist; `pattern` names it (`*` for an unknown part)."""
 
     def __init__(self, pattern: str, version: int, needed_for: int):
-        super().__init__(f"{pattern}: file does not exist (needed to load version {needed_for})")
         self.pattern, self.version, self.needed_for = pattern, version, needed_for
+        self.reason = f"file does not exist (needed to load version {needed_for})"
+        super().__init__(f"{pattern}: {self.reason}")
 
 
 @dataclasses.dataclass(frozen=True)

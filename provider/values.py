@@ -14,7 +14,7 @@ from typing import Any, Callable
 from .confkeys import PREFIX
 
 Parser = Callable[[str], Any]
-SCOPES = ("service", "store", "ttl")
+SCOPES = ("service", "store", "ttl")  # what `Setting.scope` may be
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Setting:
     @property
     def key(self) -> str:
         return PREFIX + self.name
+
 
 _UNITS_MS = {
     "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,

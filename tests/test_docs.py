@@ -3,7 +3,7 @@
 import pathlib
 import re
 
-from ttlstate import conf
+from ttlstate import conf, values
 from ttlstate.ttl import config as ttl_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -18,7 +18,7 @@ def test_every_key_is_declared_once_with_a_scope_and_a_doc():
     assert len(keys) == len(set(keys))
     assert {e.key for e in conf.ENTRIES} | {s.key for s in ttl_config.SETTINGS} == set(keys)
     for e in conf.REGISTRY:
-        assert e.scope in ("service", "store", "ttl") and len(e.doc) > 20, e.name
+        assert e.scope in values.SCOPES and len(e.doc) > 20, e.name
         assert (e.field is not None) == (e.scope == "ttl"), e.name
 
 

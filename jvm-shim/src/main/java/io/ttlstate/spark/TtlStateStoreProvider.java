@@ -42,8 +42,6 @@ public class TtlStateStoreProvider implements StateStoreProvider {
     private ReentrantReadWriteLock maintenanceLock;
 
     private volatile StateStoreId stateStoreId;
-    /** Checkpoint format v2: unique checkpoint ids per version. */
-    private boolean checkpointIds;
     /** Null until {@link #init}. */
     private volatile RemoteStore remote;
 
@@ -99,7 +97,6 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         int numPrefixCols = keyStateEncoderSpec instanceof PrefixKeyScanStateEncoderSpec
                 ? ((PrefixKeyScanStateEncoderSpec) keyStateEncoderSpec).numColsPrefixKey() : 0;
         this.stateStoreId = stateStoreId;
-        this.checkpointIds = storeConfs.enableStateStoreCheckpointIds();
         RemoteStore r = new RemoteStore(stateStoreId, keySchema, valueSchema, numPrefixCols, storeConfs, hadoopConf);
         this.remote = r;
         r.start();
@@ -118,7 +115,8 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         if (version < 0) {
             throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(version));
         }
-        if (uniqueId.isDefined() && !checkpointIds) {
+        RemoteStore r = remote;
+        if (uniqueId.isDefined() && (r == null || !r.checkpointIds())) {
             throw SparkErrors.sneaky(StateStoreErrors.stateStoreCheckpointIdsNotSupported(PROVIDER_NAME
                     + " runs with checkpointFormatVersion 1 but a state store checkpointID is passed in"));
         }

@@ -1,9 +1,7 @@
 package io.ttlstate.spark.checkpoint;
 
 import java.io.IOException;
-import java.nio.file.Files;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -11,11 +9,11 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Collectors;
-import java.util.stream.Stream;
 
 import io.ttlstate.spark.ErrorClasses;
 import io.ttlstate.spark.WorkerException;
 import io.ttlstate.spark.metrics.StoreMetrics;
+import io.ttlstate.spark.service.LocalFiles;
 import io.ttlstate.spark.service.WorkerConnection;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
@@ -302,7 +300,7 @@ public final class StoreCheckpoint {
                             + "{} keys, {} ms", version, id == null ? "" : " (" + id + ")", files.store(),
                     uploads.size() + 1, uploads.size(), bytes + manifest.getLen(), reused, s.numKeys, ms);
         } finally {
-            deleteTree(dir);
+            LocalFiles.deleteQuietly(dir);
         }
     }
 
@@ -376,22 +374,5 @@ public final class StoreCheckpoint {
             }
         }
         return out;
-    }
-
-    private static void deleteTree(java.nio.file.Path dir) {
-        if (!Files.exists(dir)) {
-            return;
-        }
-        try (Stream<java.nio.file.Path> s = Files.walk(dir)) {
-            s.sorted(Comparator.reverseOrder()).forEach(p -> {
-                try {
-                    Files.deleteIfExists(p);
-                } catch (IOException e) {
-                    LOG.debug("cannot delete {}", p, e);
-                }
-            });
-        } catch (IOException e) {
-            LOG.debug("cannot delete {}", dir, e);
-        }
     }
 }

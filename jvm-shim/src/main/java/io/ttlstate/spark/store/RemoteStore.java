@@ -113,6 +113,11 @@ public final class RemoteStore {
         this.checkpoint = StoreCheckpoint.of(stateStoreId, hadoopConf, checkpointIds);
     }
 
+    /** Whether the query runs with checkpoint format v2 (a unique checkpoint id per version). */
+    public boolean checkpointIds() {
+        return checkpointIds;
+    }
+
     /** Starts this JVM's store service if it is not running, and lets {@link JoinPrefetch} find this store. */
     public void start() {
         PythonService.get(ttlstateConfs);
