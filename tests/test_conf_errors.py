@@ -91,9 +91,9 @@ def test_a_cache_larger_than_the_jvm_can_hold_fails_naming_the_limit(spark, tmp_
     inputs = [str(tq.write_batches(tmp_path / "in", [[("a", 0)]]))]
     key = conf.PREFIX + "cache.maxBytes"
     spec = tq.QuerySpec(name=f"cache_too_big_{uuid.uuid4().hex[:8]}", query="dedup_key", inputs=inputs,
-                        checkpoint=str(tmp_path / "ck"), confs={key: "1t"})
+                        checkpoint=str(tmp_path / "ck"), confs={key: "512g"})
     (o,) = tq.run_side_by_side(spark, [spec])
     assert o.error is not None
-    for part in [key, str(1 << 40), "direct memory limit", "-XX:MaxDirectMemorySize"]:
+    for part in [key, str(512 << 30), "direct memory limit", "-XX:MaxDirectMemorySize"]:
         assert part in o.error, (part, o.error[:1500])
     assert not o.batches and not tq.committed_batches(o.checkpoint)

@@ -393,7 +393,9 @@ public final class RemoteStore {
             if (!durable) {
                 loadedVersion = -1;
                 loadedId = null;
-                view.reset(-1, -1);
+                if (view != null) {
+                    view.reset(-1, -1);
+                }
                 checkpoint.discard(written);
             }
         }
@@ -410,7 +412,9 @@ public final class RemoteStore {
         if (!committed && store.txn().isDirect()) {
             loadedVersion = -1;
             loadedId = null;
-            view.reset(-1, -1);
+            if (view != null) { // null once the provider is closed (Spark may unload it as a task fails)
+                view.reset(-1, -1);
+            }
         }
     }
 
