@@ -71,14 +71,16 @@ ENTRIES: tuple[Setting, ...] = (
 ENTRIES += (
     Setting(
         "cache.maxBytes", values.byte_size(1 << 40), "128m",
-        "Heap the JVM may use to cache the values its stores read and wrote, so repeated "
+        "Memory the JVM may use to cache the values its stores read and wrote, so repeated "
         "reads of a key cost no round trip to the worker. One budget for all stores of an "
         "executor: a store may use what the others leave, and a store that adds values while "
         "they hold the whole budget frees its own oldest values (those read since written get "
-        "a second chance); the warm-up after a load fills at most an equal share. Counted as "
-        "the heap the cache takes (values are kept in large byte arrays, not as an object "
-        "each). The cache holds exactly the loaded version (a commit updates it, a load "
-        "empties it) and never serves an expired value. `0` turns it off.",
+        "a second chance); the warm-up after a load fills at most an equal share. The values "
+        "live outside the Java heap, in direct buffers (count them in the executor's memory "
+        "overhead; the JVM's -XX:MaxDirectMemorySize, by default -Xmx, must hold them), "
+        "their index on the heap; both are counted. The cache holds exactly the loaded "
+        "version (a commit updates it, a load empties it) and never serves an expired value. "
+        "`0` turns it off.",
         "store"),
     Setting(
         "keyFilter.enabled", values.boolean, "true",

@@ -83,3 +83,17 @@ def test_bad_values_fail_the_query_at_start(spark, tmp_path):
         if o.batches or tq.committed_batches(o.checkpoint):
             failures.append(f"{row}: a batch ran or committed")
     assert not failures, "\n".join(failures)
+
+
+def test_a_cache_larger_than_the_jvm_can_hold_fails_naming_the_limit(spark, tmp_path):
+    # the value cache lives in direct buffers (DESIGN 54): a budget above the JVM's direct
+    # memory limit could never be held, so the store refuses it at open
+    inputs = [str(tq.write_batches(tmp_path / "in", [[("a", 0)]]))]
+    key = conf.PREFIX + "cache.maxBytes"
+    spec = tq.QuerySpec(name=f"cache_too_big_{uuid.uuid4().hex[:8]}", query="dedup_key", inputs=inputs,
+                        checkpoint=str(tmp_path / "ck"), confs={key: "1t"})
+    (o,) = tq.run_side_by_side(spark, [spec])
+    assert o.error is not None
+    for part in [key, str(1 << 40), "direct memory limit", "-XX:MaxDirectMemorySize"]:
+        assert part in o.error, (part, o.error[:1500])
+    assert not o.batches and not tq.committed_batches(o.checkpoint)

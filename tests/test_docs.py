@@ -49,3 +49,13 @@ def test_readme_metrics_are_declared_by_the_shim():
     src = "\n".join(p.read_text() for p in (ROOT / "jvm-shim").rglob("*.java"))
     for name in re.findall(r"`(ttlstate[A-Z][A-Za-z]+)`", README):
         assert f'"{name}"' in src, name
+
+
+def test_protocol_lists_every_error_class():
+    from ttlstate import errors
+
+    protocol = (ROOT / "docs" / "PROTOCOL.md").read_text()
+    section = protocol.split("### Error classes", 1)[1].split("\n## ", 1)[0]
+    classes = {c.error_class for c in vars(errors).values()
+               if isinstance(c, type) and issubclass(c, errors.TtlstateError)}
+    assert classes and classes <= set(re.findall(r"TTLSTATE_[A-Z_]+", section))

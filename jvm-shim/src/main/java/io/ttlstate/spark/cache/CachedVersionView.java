@@ -23,7 +23,7 @@ import io.ttlstate.spark.ttl.TtlRule;
  * may grow while the caches together hold less than the budget, and one that writes while
  * they hold more evicts its own least recently used values until they fit again, so busy
  * stores use what idle ones leave (a store's values go when it closes). What a
- * cache holds is counted as the heap its slabs and index take (dead bytes of replaced or
+ * cache holds is counted as the memory its slabs (native) and index (heap) take (dead bytes of replaced or
  * removed values included, until their slab is freed). The
  * warm-up after a load fills at most an equal share (the budget divided by the open caches
  * with it), so the first store loaded does not take the budget from the others. Thread-safe.
@@ -47,7 +47,7 @@ public final class CachedVersionView {
     private final boolean useFilter;
     private final SlabCache values = new SlabCache();
     private long version = -1;
-    /** What this view counts in its budget: the heap its cache takes ({@link #settle}). */
+    /** What this view counts in its budget: the memory its cache takes ({@link #settle}). */
     private long bytes;
     /** Keys the version may hold; null while unknown (after a load, until {@link #filterReady}). */
     private KeyFilter filter;
@@ -59,6 +59,14 @@ public final class CachedVersionView {
     /** A value was evicted since the last {@link #reset}, so a warm-up cannot make the view complete. */
     private boolean evictedSinceReset;
     private boolean closed;
+
+    /**
+     * The largest cache budget this JVM can hold: the values live in direct buffers (native
+     * memory, DESIGN 54), limited by {@code -XX:MaxDirectMemorySize} (by default the heap's maximum).
+     */
+    public static long maxBudgetBytes() {
+        return NativeMemory.directMemoryLimit();
+    }
 
     /** A view with {@code budgetBytes} for the whole JVM (0: no cache) and, if asked, a filter. */
     public CachedVersionView(long budgetBytes, boolean useFilter) {
@@ -319,7 +327,7 @@ public final class CachedVersionView {
         settle();
     }
 
-    /** Brings this view's count, and its budget's, to the heap its cache takes now. */
+    /** Brings this view's count, and its budget's, to the memory its cache takes now. */
     private void settle() {
         long now = values.memoryBytes();
         shared.held.addAndGet(now - bytes);

@@ -1,18 +1,17 @@
 package io.ttlstate.spark.cache;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
-import java.nio.ByteOrder;
-import java.util.Arrays;
+import java.nio.ByteBuffer;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 
+import org.apache.spark.unsafe.Platform;
+
 /**
- * A map from key bytes to (value bytes, expiry time) kept in a few large byte arrays
- * ("slabs") and an open-addressing index of primitive arrays: no Java object per entry, so
- * the garbage collector marks, scans and copies next to nothing however many values it
- * holds (DESIGN 48; a {@code LinkedHashMap} of byte arrays made G1 grow the heap to about
- * five times what it held).
+ * A map from key bytes to (value bytes, expiry time) kept in a few large blocks of native
+ * memory ("slabs", {@link NativeMemory}) and an open-addressing index of primitive arrays: no
+ * Java object per entry (DESIGN 48; a {@code LinkedHashMap} of byte arrays made G1 grow the
+ * heap to about five times what it held), and the values outside the Java heap, which G1 sizes
+ * at a multiple of its live set (DESIGN 54).
  *
  * <p>Entries are appended to the newest slab and never changed in place: replacing or removing
  * a key leaves its old bytes dead in their slab. Memory is given back a slab at a time, oldest
@@ -20,7 +19,8 @@ import java.util.NoSuchElementException;
  * newest slab (a second chance: CLOCK's approximation of least-recently-used), and so do all
  * of its live entries when most of it is dead (the slab is compacted, nothing is evicted:
  * a store that rewrites its values would otherwise lose live ones for dead bytes). Because slabs
- * are immutable once written, a {@link Snapshot} reads them safely while the cache changes.
+ * are immutable once written, a {@link Snapshot} reads them safely while the cache changes; a
+ * slab the cache drops is freed once no snapshot reads it.
  * Not thread-safe: {@link CachedVersionView} synchronises.
  */
 final class SlabCache {
@@ -30,7 +30,7 @@ final class SlabCache {
     static final int SLOT_BYTES = 12;
     /** Slots used at most, as a fraction of the index (linear probing stays short below it). */
     private static final double LOAD = 0.6;
-    /** Heap bytes one entry takes besides its key and value: its header and its share of the index. */
+    /** Bytes one entry takes besides its key and value: its header and its share of the index. */
     static final int ENTRY_OVERHEAD = HEADER + (int) Math.round(SLOT_BYTES / LOAD);
     /** The first slab's size; slabs double with the cache up to {@link #MAX_SLAB}. */
     static final int MIN_SLAB = 4 << 10;
@@ -38,20 +38,65 @@ final class SlabCache {
     private static final int INITIAL_SLOTS = 64;
     /** Bit of a slot's offset word: the entry was read since it was written or moved. */
     private static final int ACCESSED = 1 << 31;
-    private static final VarHandle INT = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
-    private static final VarHandle LONG = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final long BYTES = Platform.BYTE_ARRAY_OFFSET;
 
+    /**
+     * Native memory of {@code capacity} bytes at {@code address}, owned by a direct buffer. It is
+     * freed when the cache has dropped the slab and no snapshot reads it any more ({@link #pin},
+     * {@link #unpin}); a snapshot abandoned unfinished leaves it to the garbage collector, which
+     * frees a direct buffer nobody references.
+     */
     private static final class Slab {
-        final byte[] data;
+        private final ByteBuffer buffer;
+        final long address;
+        final int capacity;
         final int id;
         int fill;
         /** Bytes of the entries in it that the index still names. */
         int live;
         long maxExpiresAt = Long.MIN_VALUE;
+        private int pins;
+        private boolean dropped;
+        private boolean freed;
 
         Slab(int size, int id) {
-            this.data = new byte[size];
+            this.buffer = NativeMemory.allocate(size);
+            this.address = NativeMemory.address(buffer);
+            this.capacity = size;
             this.id = id;
+        }
+
+        synchronized void pin() {
+            pins++;
+        }
+
+        void unpin() {
+            synchronized (this) {
+                pins--;
+                if (!freeable()) {
+                    return;
+                }
+            }
+            NativeMemory.release(buffer);
+        }
+
+        /** The cache no longer holds it: its memory goes now, or when the last snapshot ends. */
+        void drop() {
+            synchronized (this) {
+                dropped = true;
+                if (!freeable()) {
+                    return;
+                }
+            }
+            NativeMemory.release(buffer);
+        }
+
+        private boolean freeable() {
+            if (!dropped || pins > 0 || freed) {
+                return false;
+            }
+            freed = true;
+            return true;
         }
     }
 
@@ -68,7 +113,7 @@ final class SlabCache {
     private int[] offsets = new int[INITIAL_SLOTS];
     private int size;
 
-    /** Bytes of Java heap this cache holds beyond an empty one (slabs, and the index's growth). */
+    /** Bytes this cache holds beyond an empty one (its slabs, and the index's growth). */
     long memoryBytes() {
         return slabBytes + (long) (hashes.length - INITIAL_SLOTS) * SLOT_BYTES;
     }
@@ -91,10 +136,8 @@ final class SlabCache {
                 return -1;
             }
             if (hashes[i] == hash) {
-                byte[] data = slab(slabIds[i]).data;
-                int o = (off & ~ACCESSED) - 1;
-                int keyLength = (int) INT.get(data, o + 4);
-                if (keyLength == key.length && Arrays.equals(data, o + HEADER, o + HEADER + keyLength, key, 0, keyLength)) {
+                long at = slab(slabIds[i]).address + (off & ~ACCESSED) - 1;
+                if (Platform.getInt(null, at + 4) == key.length && keyEquals(at + HEADER, key)) {
                     return i;
                 }
             }
@@ -108,16 +151,14 @@ final class SlabCache {
 
     /** A copy of the value at {@code slot}. */
     byte[] value(int slot) {
-        byte[] data = slab(slabIds[slot]).data;
-        int o = (offsets[slot] & ~ACCESSED) - 1;
-        int keyLength = (int) INT.get(data, o + 4);
-        int valueLength = (int) INT.get(data, o + 8);
-        int from = o + HEADER + keyLength;
-        return Arrays.copyOfRange(data, from, from + valueLength);
+        long at = slab(slabIds[slot]).address + (offsets[slot] & ~ACCESSED) - 1;
+        byte[] value = new byte[Platform.getInt(null, at + 8)];
+        Platform.copyMemory(null, at + HEADER + Platform.getInt(null, at + 4), value, BYTES, value.length);
+        return value;
     }
 
     long expiresAt(int slot) {
-        return (long) LONG.get(slab(slabIds[slot]).data, (offsets[slot] & ~ACCESSED) - 1 + 12);
+        return Platform.getLong(null, slab(slabIds[slot]).address + (offsets[slot] & ~ACCESSED) - 1 + 12);
     }
 
     /** Marks the entry at {@code slot} as read (it survives the next {@link #dropOldest} of its slab). */
@@ -131,12 +172,13 @@ final class SlabCache {
         int entry = HEADER + key.length + value.length;
         Slab s = slabFor(entry);
         int o = s.fill;
-        INT.set(s.data, o, hash);
-        INT.set(s.data, o + 4, key.length);
-        INT.set(s.data, o + 8, value.length);
-        LONG.set(s.data, o + 12, expiresAt);
-        System.arraycopy(key, 0, s.data, o + HEADER, key.length);
-        System.arraycopy(value, 0, s.data, o + HEADER + key.length, value.length);
+        long at = s.address + o;
+        Platform.putInt(null, at, hash);
+        Platform.putInt(null, at + 4, key.length);
+        Platform.putInt(null, at + 8, value.length);
+        Platform.putLong(null, at + 12, expiresAt);
+        Platform.copyMemory(key, BYTES, null, at + HEADER, key.length);
+        Platform.copyMemory(value, BYTES, null, at + HEADER + key.length, value.length);
         s.fill += entry;
         s.live += entry;
         s.maxExpiresAt = Math.max(s.maxExpiresAt, expiresAt);
@@ -184,14 +226,15 @@ final class SlabCache {
         boolean moveAll = canMove && old.live <= old.fill / 2;
         int dropped = 0;
         for (int o = 0; o < old.fill; ) {
-            int hash = (int) INT.get(old.data, o);
-            int entry = HEADER + (int) INT.get(old.data, o + 4) + (int) INT.get(old.data, o + 8);
+            long at = old.address + o;
+            int hash = Platform.getInt(null, at);
+            int entry = HEADER + Platform.getInt(null, at + 4) + Platform.getInt(null, at + 8);
             int slot = slotOf(hash, old.id, o);
             if (slot >= 0) {
                 if (moveAll || (canMove && (offsets[slot] & ACCESSED) != 0)) {
                     Slab s = slabFor(entry);
-                    System.arraycopy(old.data, o, s.data, s.fill, entry);
-                    s.maxExpiresAt = Math.max(s.maxExpiresAt, (long) LONG.get(old.data, o + 12));
+                    Platform.copyMemory(null, at, null, s.address + s.fill, entry);
+                    s.maxExpiresAt = Math.max(s.maxExpiresAt, Platform.getLong(null, at + 12));
                     slabIds[slot] = s.id;
                     offsets[slot] = (s.fill + 1) | (offsets[slot] & ACCESSED & (moveAll ? ~0 : 0));
                     s.fill += entry;
@@ -206,12 +249,16 @@ final class SlabCache {
         ring[old.id & (ring.length - 1)] = null;
         oldestId++;
         slabCount--;
-        slabBytes -= old.data.length;
+        slabBytes -= old.capacity;
+        old.drop();
         return dropped;
     }
 
     /** Forgets everything and gives the memory back. */
     void clear() {
+        for (int k = 0; k < slabCount; k++) {
+            slab(oldestId + k).drop();
+        }
         ring = new Slab[8];
         slabCount = 0;
         slabBytes = 0;
@@ -232,23 +279,28 @@ final class SlabCache {
                 offs[n++] = (offsets[i] & ~ACCESSED) - 1;
             }
         }
-        byte[][] slabs = new byte[slabCount][];
+        Slab[] slabs = new Slab[slabCount];
         for (int k = 0; k < slabCount; k++) {
-            slabs[k] = slab(oldestId + k).data;
+            slabs[k] = slab(oldestId + k);
+            slabs[k].pin();
         }
         return new Snapshot(slabs, oldestId, ids, offs);
     }
 
-    /** The entries of a {@link #snapshot}, copied out a chunk at a time as {keys, values}. */
+    /**
+     * The entries of a {@link #snapshot}, copied out a chunk at a time as {keys, values}. It pins
+     * the slabs it reads until it has handed out its last entry.
+     */
     static final class Snapshot implements Iterator<byte[][][]> {
-        private final byte[][] slabs;
+        private final Slab[] slabs;
+        private boolean unpinned;
         private final int firstId;
         private final int[] ids;
         private final int[] offs;
         private int next;
         private int chunk = 1024;
 
-        Snapshot(byte[][] slabs, int firstId, int[] ids, int[] offs) {
+        Snapshot(Slab[] slabs, int firstId, int[] ids, int[] offs) {
             this.slabs = slabs;
             this.firstId = firstId;
             this.ids = ids;
@@ -263,7 +315,20 @@ final class SlabCache {
 
         @Override
         public boolean hasNext() {
-            return next < ids.length;
+            if (next < ids.length) {
+                return true;
+            }
+            unpinAll();
+            return false;
+        }
+
+        private void unpinAll() {
+            if (!unpinned) {
+                unpinned = true;
+                for (Slab s : slabs) {
+                    s.unpin();
+                }
+            }
         }
 
         @Override
@@ -275,12 +340,16 @@ final class SlabCache {
             byte[][] keys = new byte[n][];
             byte[][] values = new byte[n][];
             for (int j = 0; j < n; j++, next++) {
-                byte[] data = slabs[ids[next] - firstId];
-                int o = offs[next];
-                int keyLength = (int) INT.get(data, o + 4);
-                int valueLength = (int) INT.get(data, o + 8);
-                keys[j] = Arrays.copyOfRange(data, o + HEADER, o + HEADER + keyLength);
-                values[j] = Arrays.copyOfRange(data, o + HEADER + keyLength, o + HEADER + keyLength + valueLength);
+                long at = slabs[ids[next] - firstId].address + offs[next];
+                byte[] key = new byte[Platform.getInt(null, at + 4)];
+                byte[] value = new byte[Platform.getInt(null, at + 8)];
+                Platform.copyMemory(null, at + HEADER, key, BYTES, key.length);
+                Platform.copyMemory(null, at + HEADER + key.length, value, BYTES, value.length);
+                keys[j] = key;
+                values[j] = value;
+            }
+            if (next == ids.length) {
+                unpinAll();
             }
             return new byte[][][] {keys, values};
         }
@@ -296,15 +365,14 @@ final class SlabCache {
     private void forget(int slot) {
         Slab s = slab(slabIds[slot]);
         int o = (offsets[slot] & ~ACCESSED) - 1;
-        int entry = HEADER + (int) INT.get(s.data, o + 4) + (int) INT.get(s.data, o + 8);
-        s.live -= entry;
+        s.live -= HEADER + Platform.getInt(null, s.address + o + 4) + Platform.getInt(null, s.address + o + 8);
     }
 
     /** The newest slab if {@code entry} bytes fit in it, else a new one. */
     private Slab slabFor(int entry) {
         if (slabCount > 0) {
             Slab head = slab(oldestId + slabCount - 1);
-            if (head.data.length - head.fill >= entry) {
+            if (head.capacity - head.fill >= entry) {
                 return head;
             }
         }
@@ -340,6 +408,23 @@ final class SlabCache {
                 return i;
             }
         }
+    }
+
+    /** Whether the {@code key.length} bytes at address {@code at} are {@code key}. */
+    private static boolean keyEquals(long at, byte[] key) {
+        int n = key.length;
+        int i = 0;
+        for (; i + 8 <= n; i += 8) {
+            if (Platform.getLong(null, at + i) != Platform.getLong(key, BYTES + i)) {
+                return false;
+            }
+        }
+        for (; i < n; i++) {
+            if (Platform.getByte(null, at + i) != key[i]) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private int emptySlot(int hash) {

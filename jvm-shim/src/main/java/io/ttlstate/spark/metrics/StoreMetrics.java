@@ -61,7 +61,7 @@ public final class StoreMetrics {
             "ttlstatePrefetchedValues",
             "ttlstate: values a join's values store read ahead while the operator walked its counts (one request per block)");
     static final StateStoreCustomMetric CACHE_BYTES = SparkCompat.sizeMetric(
-            "ttlstateCacheBytes", "ttlstate: heap bytes of the JVM's value cache and key filter of the store");
+            "ttlstateCacheBytes", "ttlstate: bytes of the JVM's value cache (native) and key filter (heap) of the store");
 
     static final StateStoreCustomMetric EXPIRED_ON_READ = new StateStoreCustomSumMetric(
             "ttlstateExpiredOnRead", "ttlstate: expired entries found by a read and removed");

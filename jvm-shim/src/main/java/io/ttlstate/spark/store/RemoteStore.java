@@ -275,11 +275,21 @@ public final class RemoteStore {
             r.end();
             return h;
         });
+        StoreSettings resolvedSettings = new StoreSettings(resolved);
+        long maxBudget = CachedVersionView.maxBudgetBytes();
+        if (resolvedSettings.cacheMaxBytes > maxBudget) {
+            c.close(); // the worker closes the stores of a dropped connection
+            throw new InvalidConfException(PythonService.CONF_PREFIX + "cache.maxBytes: "
+                    + resolvedSettings.cacheMaxBytes + " bytes is more than this JVM's direct memory limit of "
+                    + maxBudget + " bytes, which holds the value cache (-XX:MaxDirectMemorySize, by default the"
+                    + " heap's -Xmx): lower it, or raise -XX:MaxDirectMemorySize in the executor's Java options"
+                    + " (the driver's in local mode)");
+        }
         conn = c;
         storeHandle = handle;
         localDir = dir;
         loadedVersion = -1;
-        settings = new StoreSettings(resolved);
+        settings = resolvedSettings;
         c.timeoutMillis(settings.workerTimeoutMillis);
         TransferPool.ensureThreads(settings.transferThreads);
         try {
