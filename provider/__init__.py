@@ -20,6 +20,23 @@ PROVIDER_CLASS_KEY = "spark.sql.streaming.stateStore.providerClass"
 CONF_PREFIX = PREFIX
 
 _JAR_NAME = "ttlstate-shim.jar"
+# The Spark lines the shim runs on: one jar, compiled against the newest, with version adapters
+# for the others (io.ttlstate.spark.compat; DESIGN 55).
+SPARK_LINES = ("4.0", "4.1", "4.2", "4.3")
+
+
+def check_spark_version(version: str | None = None) -> str:
+    """The pyspark version (or `version`), if its line is one ttlstate runs on; else an error
+    naming it and the supported lines."""
+    if version is None:
+        import pyspark
+        version = pyspark.__version__
+    if ".".join(version.split(".")[:2]) not in SPARK_LINES:
+        from .errors import UnsupportedSparkError
+        raise UnsupportedSparkError(
+            f"ttlstate runs on Spark {', '.join(SPARK_LINES)}; this is Spark {version} "
+            f"(install a pyspark of a supported line)")
+    return version
 
 
 def jar_path() -> str:
@@ -49,6 +66,7 @@ def configure(builder):
     `spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled` (unless set),
     which TTL on stream-stream join state needs.
     """
+    check_spark_version()
     jar = jar_path()
     options = builder._options  # the builder's pending confs (pyspark keeps them here)
     builder.config("spark.jars", _append_path_list(options.get("spark.jars"), jar, ","))

@@ -52,7 +52,8 @@ def _exit_on_signal(signum, frame):
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m ttlstate",
+        # the `ttlstate` console command or `python -m ttlstate`
+        prog="ttlstate" if os.path.basename(sys.argv[0]) == "ttlstate" else "python -m ttlstate",
         description="Look inside the state of a streaming query's checkpoint kept by ttlstate. "
                     + LOCAL_ONLY)
     sub = p.add_subparsers(dest="command", required=True, metavar="{inspect,dump,verify}")

@@ -85,3 +85,9 @@ class UnknownStateError(CheckpointReadError):
         super().__init__((message or f"unknown {kind} {value!s} in {where}") + "; "
                          + (f"it has: {shown}" if known else f"it has no {kind}"))
         self.kind, self.value, self.where = kind, value, where
+
+
+class UnsupportedSparkError(TtlstateError):
+    """The running pyspark's line is not one the shim supports (`ttlstate.SPARK_LINES`)."""
+
+    error_class = "TTLSTATE_UNSUPPORTED_SPARK"

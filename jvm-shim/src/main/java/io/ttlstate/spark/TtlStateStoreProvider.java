@@ -2,6 +2,7 @@ package io.ttlstate.spark;
 
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
+import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.store.ReadStore;
 import io.ttlstate.spark.store.RemoteStore;
@@ -19,8 +20,6 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreErrors;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
-import org.apache.spark.sql.execution.streaming.state.TimestampAsPostfixKeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.TimestampAsPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -89,8 +88,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         if (keyStateEncoderSpec instanceof RangeKeyScanStateEncoderSpec) {
             throw SparkErrors.sneaky(StateStoreErrors.unsupportedOperationException("Range scan", PROVIDER_NAME));
         }
-        if (keyStateEncoderSpec instanceof TimestampAsPrefixKeyStateEncoderSpec
-                || keyStateEncoderSpec instanceof TimestampAsPostfixKeyStateEncoderSpec) {
+        if (SparkCompat.isTimestampKeySpec(keyStateEncoderSpec)) {
             throw SparkErrors.sneaky(StateStoreErrors.unsupportedOperationException(
                     "Timestamp key scan (" + keyStateEncoderSpec.getClass().getSimpleName() + ")", PROVIDER_NAME));
         }
@@ -117,7 +115,7 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         }
         RemoteStore r = remote;
         if (uniqueId.isDefined() && (r == null || !r.checkpointIds())) {
-            throw SparkErrors.sneaky(StateStoreErrors.stateStoreCheckpointIdsNotSupported(PROVIDER_NAME
+            throw SparkErrors.sneaky(SparkCompat.checkpointIdsNotSupported(PROVIDER_NAME
                     + " runs with checkpointFormatVersion 1 but a state store checkpointID is passed in"));
         }
         return version == 0 || uniqueId.isEmpty() ? null : uniqueId.get();
@@ -141,6 +139,16 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                     "getStore", "Internal Error: " + PROVIDER_NAME + " doesn't support loadEmpty"));
         }
         return remote().writeStore(version, id, forceSnapshotOnCommit);
+    }
+
+    /** Spark 4.0 and 4.1's getStore (Spark 4.2 added forceSnapshotOnCommit and loadEmpty). */
+    public StateStore getStore(long version, Option<String> uniqueId) {
+        return getStore(version, uniqueId, false, false);
+    }
+
+    /** Spark 4.0 and 4.1's upgradeReadStoreToWriteStore (no forceSnapshotOnCommit). */
+    public StateStore upgradeReadStoreToWriteStore(ReadStateStore readStore, long version, Option<String> uniqueId) {
+        return upgradeReadStoreToWriteStore(readStore, version, uniqueId, false);
     }
 
     /** The write store of the same version, as {@code getStore}; see {@link ReadStore#upgrade}. */

@@ -14,19 +14,20 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 
+import io.ttlstate.spark.compat.CheckpointFileOps;
 import io.ttlstate.spark.service.LocalFiles;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * A store's checkpoint directory ({@code StateStoreId.storeCheckpointLocation()}): lists its
  * manifests, changelogs and {@code sst/} files, and moves files between it and local disk
- * through Spark's {@link CheckpointFileManager}. Every upload is atomic and then verified by
+ * through Spark's {@code CheckpointFileManager} ({@link CheckpointFileOps}). Every upload is atomic and then verified by
  * the file's status (DESIGN 21). Thread-safe: transfers run on the {@link TransferPool}.
  */
 final class CheckpointFiles {
@@ -38,7 +39,7 @@ final class CheckpointFiles {
     private final Configuration hadoopConf;
     private final String store;
     private final Set<Path> createdDirs = ConcurrentHashMap.newKeySet();
-    private CheckpointFileManager fm;
+    private CheckpointFileOps fm;
     private FileSystem fs;
 
     /** {@code store} names the store in messages. */
@@ -61,9 +62,9 @@ final class CheckpointFiles {
         return new Path(sstDir, sstName);
     }
 
-    private synchronized CheckpointFileManager fm() {
+    private synchronized CheckpointFileOps fm() {
         if (fm == null) {
-            fm = CheckpointFileManager.create(dir, hadoopConf);
+            fm = CheckpointFileOps.create(dir, hadoopConf);
         }
         return fm;
     }
@@ -178,11 +179,11 @@ final class CheckpointFiles {
     }
 
     private FileStatus[] listDir(Path d) throws IOException {
-        CheckpointFileManager m = fm();
+        CheckpointFileOps m = fm();
         return m.exists(d) ? m.list(d) : new FileStatus[0];
     }
 
-    /** A temp file of {@link CheckpointFileManager#createAtomic} ({@code .<name>.<uuid>.tmp}). */
+    /** A temp file of {@code CheckpointFileManager.createAtomic} ({@code .<name>.<uuid>.tmp}). */
     private static boolean isTemp(FileStatus st) {
         String n = st.getPath().getName();
         return st.isFile() && n.startsWith(".") && (n.endsWith(".tmp") || n.endsWith(".tmp.crc"));
@@ -205,12 +206,12 @@ final class CheckpointFiles {
             if (createdDirs.add(parent)) {
                 fm().mkdirs(parent);
             }
-            CheckpointFileManager.CancellableFSDataOutputStream out = fm().createAtomic(target, true);
+            FSDataOutputStream out = fm().createAtomic(target, true);
             try {
                 size = Files.copy(local, out);
                 out.close();
             } catch (IOException | RuntimeException e) {
-                out.cancel();
+                CheckpointFileOps.cancel(out);
                 throw e;
             }
         } catch (IOException | RuntimeException e) {

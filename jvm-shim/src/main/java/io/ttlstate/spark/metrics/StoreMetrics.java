@@ -9,10 +9,10 @@ import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.stream.Collectors;
 
 import io.ttlstate.spark.MaxMetric;
+import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.ProtocolException;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSumMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomTimingMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreInstanceMetric;
@@ -37,15 +37,15 @@ public final class StoreMetrics {
             "ttlstate: store versions loaded from the checkpoint (a store's first use on an executor, a store that moved between executors, or recovery)");
     static final StateStoreCustomMetric SNAPSHOT_MS = new StateStoreCustomTimingMetric(
             "ttlstateSnapshotMs", "ttlstate: time to take and upload an incremental snapshot at commit");
-    static final StateStoreCustomMetric UPLOADED_BYTES = new StateStoreCustomSizeMetric(
-            "ttlstateUploadedBytes", "ttlstate: bytes uploaded to the checkpoint", false);
+    static final StateStoreCustomMetric UPLOADED_BYTES = SparkCompat.sizeMetric(
+            "ttlstateUploadedBytes", "ttlstate: bytes uploaded to the checkpoint");
     static final StateStoreCustomMetric UPLOADED_FILES = new StateStoreCustomSumMetric(
             "ttlstateUploadedFiles", "ttlstate: files uploaded to the checkpoint");
     static final StateStoreCustomMetric REUSED_FILES = new StateStoreCustomSumMetric(
             "ttlstateReusedFiles",
             "ttlstate: SST files a snapshot did not upload (the checkpoint holds them) and files a load took from the local cache");
-    static final StateStoreCustomMetric DOWNLOADED_BYTES = new StateStoreCustomSizeMetric(
-            "ttlstateDownloadedBytes", "ttlstate: bytes downloaded from the checkpoint", false);
+    static final StateStoreCustomMetric DOWNLOADED_BYTES = SparkCompat.sizeMetric(
+            "ttlstateDownloadedBytes", "ttlstate: bytes downloaded from the checkpoint");
     static final StateStoreCustomMetric ROUND_TRIPS = new StateStoreCustomSumMetric(
             "ttlstateRoundTrips", "ttlstate: synchronous requests to the store worker");
     static final StateStoreCustomMetric CACHE_HITS = new StateStoreCustomSumMetric(
@@ -60,8 +60,8 @@ public final class StoreMetrics {
     static final StateStoreCustomMetric PREFETCHED = new StateStoreCustomSumMetric(
             "ttlstatePrefetchedValues",
             "ttlstate: values a join's values store read ahead while the operator walked its counts (one request per block)");
-    static final StateStoreCustomMetric CACHE_BYTES = new StateStoreCustomSizeMetric(
-            "ttlstateCacheBytes", "ttlstate: bytes of the JVM's value cache (native) and key filter (heap) of the store", false);
+    static final StateStoreCustomMetric CACHE_BYTES = SparkCompat.sizeMetric(
+            "ttlstateCacheBytes", "ttlstate: bytes of the JVM's value cache (native) and key filter (heap) of the store");
 
     static final StateStoreCustomMetric EXPIRED_ON_READ = new StateStoreCustomSumMetric(
             "ttlstateExpiredOnRead", "ttlstate: expired entries found by a read and removed");

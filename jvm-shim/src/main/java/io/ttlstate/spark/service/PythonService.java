@@ -22,8 +22,8 @@ import java.util.concurrent.TimeUnit;
 import io.ttlstate.spark.ErrorClasses;
 import io.ttlstate.spark.InvalidConfException;
 import io.ttlstate.spark.ServiceStartException;
+import io.ttlstate.spark.compat.SparkCompat;
 import org.apache.spark.SparkEnv;
-import org.apache.spark.util.Utils;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -133,7 +133,7 @@ public final class PythonService {
     private static Path createServiceDir(SparkEnv env, SecureRandom random) throws IOException {
         String base = null;
         if (env != null) {
-            base = Utils.getLocalDir(env.conf());
+            base = SparkCompat.localDir(env.conf());
         }
         if (base == null || base.length() > MAX_DIR_LENGTH - 26) {
             if (base != null) {

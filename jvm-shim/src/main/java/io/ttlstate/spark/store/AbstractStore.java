@@ -1,5 +1,6 @@
 package io.ttlstate.spark.store;
 
+import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.metrics.LatencyTracker;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -35,7 +36,7 @@ abstract class AbstractStore implements ReadStateStore {
         this.codec = codec;
         this.metrics = metrics;
         this.numValueFields = numValueFields;
-        ReadStateStore.$init$(this);
+        SparkCompat.initReadStore(this);
     }
 
     @Override

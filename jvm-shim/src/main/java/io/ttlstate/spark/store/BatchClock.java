@@ -12,11 +12,11 @@ import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
+import io.ttlstate.spark.compat.SparkCompat;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.TaskContext;
-import org.apache.spark.sql.execution.streaming.runtime.StreamExecution;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -55,7 +55,7 @@ final class BatchClock {
     /** The timestamp of the batch using {@code version} of a store under {@code checkpointRoot}, or -1. */
     static long batchTimestampMs(String checkpointRoot, long version, Configuration hadoopConf) {
         long batchId = batchId(version);
-        String runId = hadoopConf.get(StreamExecution.RUN_ID_KEY(), "");
+        String runId = hadoopConf.get(SparkCompat.RUN_ID_KEY, "");
         String key = checkpointRoot + "|" + runId + "|" + batchId;
         Long cached = CACHE.get(key);
         if (cached != null) {

@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
 
+import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.ErrorClasses;
 import io.ttlstate.spark.InvalidConfException;
 import io.ttlstate.spark.WorkerException;
@@ -435,7 +436,7 @@ public final class RemoteStore {
 
     /** Reports a committed version to the coordinator when commit validation is on. */
     void reportCommit(long newVersion) {
-        if (storeConf.commitValidationEnabled()) {
+        if (SparkCompat.atLeast(4, 1) && storeConf.commitValidationEnabled()) { // 4.1+
             StateStore.reportCommitToCoordinator(newVersion, stateStoreId, hadoopConf);
         }
     }
@@ -456,7 +457,7 @@ public final class RemoteStore {
      * snapshot at every commit ({@code forceSnapshotOnCommit}).
      */
     private void reportSnapshotUploaded(long version) {
-        if (!storeConf.reportSnapshotUploadLag()) {
+        if (!SparkCompat.atLeast(4, 1) || !storeConf.reportSnapshotUploadLag()) { // 4.1+
             return;
         }
         try {

@@ -2,6 +2,7 @@ package io.ttlstate.spark.store;
 
 import java.util.UUID;
 
+import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.metrics.LatencyTracker;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -42,7 +43,7 @@ final class WriteStore extends AbstractStore implements StateStore {
         this.baseId = baseId;
         this.forceSnapshotOnCommit = forceSnapshotOnCommit;
         this.checkpointIds = checkpointIds;
-        StateStore.$init$(this);
+        SparkCompat.initStore(this);
     }
 
     private void verifyUpdating(String message) {
@@ -187,7 +188,7 @@ final class WriteStore extends AbstractStore implements StateStore {
             memory = s[1];
         }
         metrics.cacheBytes.set(remote.viewBytes());
-        return new StateStoreMetrics(numKeys, memory, metrics.toScala(), StoreMetrics.noInstanceMetrics());
+        return SparkCompat.storeMetrics(numKeys, memory, metrics.toScala());
     }
 
     /**
