@@ -53,6 +53,7 @@ def _dirs() -> list[pathlib.Path]:
     return dirs
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("jars_dir", _dirs(), ids=str)
 def test_the_shim_links_against_the_line(jars_dir):
     line = _line(jars_dir)
