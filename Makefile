@@ -1,4 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set everything up first.
+# `make test-matrix` runs a smoke subset on every supported Spark line.
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JAR := provider/jars/ttlstate-shim.jar
@@ -11,7 +12,7 @@ TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) bui
 BENCH_JAR := jvm-shim/build/libs/ttlstate-bench.jar
 BENCH_SOURCES := $(shell find jvm-shim/src/bench -name '*.java' 2>/dev/null) build.gradle
 
-.PHONY: setup deps jar demo cluster-demo test test-quick bench clean
+.PHONY: setup deps jar demo cluster-demo test test-quick test-matrix bench clean
 
 setup: deps jar
 
@@ -47,6 +48,13 @@ test: setup
 
 test-quick: setup
 	$(PYTHON) -m pytest -q -m 'not slow' $(PYTEST_ARGS)
+
+# The smoke subset (pytest -m matrix) on Spark 4.0, 4.1 and 4.2, each in a venv cached under
+# .venvs/ (pyspark of that line + the test deps + ttlstate editable, the same jar), then on this
+# Spark (4.3) with the checkpoints the earlier lines wrote continued here (buildsys/spark_matrix.py;
+# MATRIX_ARGS, e.g. `--current upgrade` or `--versions 4.0.5`; pytest arguments after `--`).
+test-matrix: setup
+	$(PYTHON) buildsys/spark_matrix.py $(MATRIX_ARGS)
 
 # Every benchmark of benchmarks/ (several hours on 2 cores: the query comparison runs every provider
 # 3 times, the 200k-row join and the scale workloads are long); results in benchmarks/results/.

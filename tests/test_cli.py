@@ -228,6 +228,7 @@ def dump_all(checkpoint, *extra) -> dict[int, dict]:
 # inspect
 
 @pytest.mark.slow
+@pytest.mark.matrix  # the smoke subset of `make test-matrix`
 def test_inspect_aggregation(ck):
     before = tree_fingerprint(ck.agg)
     doc = cli_json("inspect", ck.agg)
@@ -274,6 +275,7 @@ def test_inspect_aggregation(ck):
 # dump
 
 @pytest.mark.slow
+@pytest.mark.matrix
 def test_dump_decodes_the_aggregation_state_as_the_sink_shows_it(ck):
     before = tree_fingerprint(ck.agg)
     keys = {s["partition"]: s["keys"] for s in cli_json("inspect", ck.agg)["operators"][0]["stores"]}
@@ -391,6 +393,7 @@ def test_checkpoint_format_v2(ck):
 # TTL
 
 @pytest.mark.slow
+@pytest.mark.matrix
 def test_inspect_ttl_histogram_and_dump_timestamps(ck):
     ts = tq.batch_timestamps(ck.ttl)
     assert sorted(ts) == [0, 1, 2] and ts[0] < ts[1] < ts[2]
@@ -439,6 +442,7 @@ def test_inspect_ttl_histogram_and_dump_timestamps(ck):
 # verify
 
 @pytest.mark.slow
+@pytest.mark.matrix
 def test_verify_passes_on_good_checkpoints(ck):
     for path in (ck.agg, ck.join, ck.ttl):
         out = cli("verify", path).stdout

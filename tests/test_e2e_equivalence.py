@@ -6,7 +6,9 @@ the provider under test, each on its own checkpoint, and compares the sorted sin
 The progress must show that each run really kept state in the provider it was given.
 
 The queries of all selected cases run up front, several at a time (a module fixture);
-each test then checks its own pair, and a failed query fails only its own test.
+each test then checks its own pair, and a failed query fails only its own test. The cases
+marked `matrix` (aggregation, dropDuplicates, session window, join) are part of the smoke
+subset `make test-matrix` runs on every Spark line.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def assert_evicted(result):
     assert any(n > 0 for n in removed), f"no state row was ever removed: {removed}"
 
 
-@pytest.mark.parametrize("case", ["aggregation_update", "aggregation_complete"])
+@pytest.mark.parametrize("case", [pytest.param("aggregation_update", marks=pytest.mark.matrix), "aggregation_complete"])
 def test_aggregation(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
     st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
@@ -115,7 +117,7 @@ def test_aggregation_append_with_watermark(outcomes, candidate, case):
     assert_evicted(cand)
 
 
-@pytest.mark.parametrize("case", ["drop_duplicates", "drop_duplicates_watermark"])
+@pytest.mark.parametrize("case", [pytest.param("drop_duplicates", marks=pytest.mark.matrix), "drop_duplicates_watermark"])
 def test_drop_duplicates(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
     st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
@@ -142,7 +144,7 @@ def test_apply_in_pandas_with_state(outcomes, candidate, case):
     assert_evicted(cand)
 
 
-@pytest.mark.parametrize("case", ["session_window"])
+@pytest.mark.parametrize("case", [pytest.param("session_window", marks=pytest.mark.matrix)])
 def test_session_window(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
     st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)
@@ -150,7 +152,7 @@ def test_session_window(outcomes, candidate, case):
     assert_evicted(cand)
 
 
-@pytest.mark.parametrize("case", ["inner_join"])
+@pytest.mark.parametrize("case", [pytest.param("inner_join", marks=pytest.mark.matrix)])
 def test_stream_stream_inner_join(outcomes, candidate, case):
     hdfs, cand = pair(outcomes, case, candidate)
     st.assert_same_rows(hdfs, cand, min_rows=MIN_ROWS[case], what=case)

@@ -94,24 +94,30 @@ CASES = {
     "session_window": (st.session_agg, "append", _events, _session_needs_state, 40),
 }
 
+# The cases of the smoke subset `make test-matrix` runs on every Spark line.
+MATRIX_CASES = ("aggregation_update", "inner_join")
+
 
 class RestartCase:
     """Inputs, checkpoints and runs of one case."""
 
-    def __init__(self, name, root, candidate):
+    def __init__(self, name, root, candidate, write=True):
+        """`write=False`: the inputs are already under `root` (a case written earlier, e.g.
+        by another Spark line: tests/test_spark_upgrade.py)."""
         self.name, self.candidate = name, candidate
         self.build_df, self.mode, make_files, self.needs_state, self.min_rows = CASES[name]
         self.file_sets = make_files()
         self.root = root
-        self.full = self._write("full", N_FILES)
-        self.part = self._write("part", HALF)
+        self.full = self._write("full", N_FILES, write)
+        self.part = self._write("part", HALF, write)
         self.common = dict(build_df=self.build_df, output_mode=self.mode, sink="foreach_batch")
 
-    def _write(self, tag, stop):
+    def _write(self, tag, stop, write=True):
         dirs = []
         for i, files in enumerate(self.file_sets):
             d = self.root / f"{tag}-{i}"
-            st.write_files(d, files, 0, stop)
+            if write:
+                st.write_files(d, files, 0, stop)
             dirs.append(d)
         return dirs
 
@@ -177,7 +183,8 @@ def run_restart_cases(spark, cases) -> dict:
     return {c.name: (c, *firsts[3 * i:3 * i + 3], seconds[i]) for i, c in enumerate(cases)}
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.matrix) if c in MATRIX_CASES
+                                  else c for c in CASES])
 def test_restart_from_checkpoint(restart_outcomes, case):
     c, whole, hdfs, first, second = restart_outcomes[case]
     c.check(whole, hdfs, first, second)

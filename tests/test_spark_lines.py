@@ -6,7 +6,8 @@ against Spark 4.3; on each earlier line the only references allowed to be missin
 the version adapters (`io.ttlstate.spark.compat`) and the guarded calls reach only on lines that
 have them. Always checked against the installed pyspark; other lines' jars are checked when
 `TTLSTATE_SPARK_JARS_DIRS` names their directories (os.pathsep-separated, each a pyspark
-`jars/` directory), as `make test-matrix` will.
+`jars/` directory). `make test-matrix` runs it (marker `matrix`) in each line's venv, on that
+line's installed pyspark.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def _dirs() -> list[pathlib.Path]:
     return dirs
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("jars_dir", _dirs(), ids=str)
 def test_the_shim_links_against_the_line(jars_dir):
     line = _line(jars_dir)

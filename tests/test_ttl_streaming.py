@@ -123,6 +123,7 @@ COUNT_BATCHES = [
 ]
 
 
+@pytest.mark.matrix  # the smoke subset of `make test-matrix`
 def test_count_aggregation_restarts_a_key_after_expiry(spark, tmp_path):
     runs = run_variants(spark, tmp_path, "count_by_key", [COUNT_BATCHES],
                         {"off": {}, "ttl": tq.ttl_conf(1)})
