@@ -162,8 +162,8 @@ def wait_for_workers(cluster: Cluster, n: int, timeout_s: float) -> list[dict]:
         try:
             alive = [w for w in get_json(cluster.ui + "/json/").get("workers", [])
                      if w.get("state") == "ALIVE"]
-        except OSError:
-            alive = []  # the master's UI is not up yet
+        except (OSError, ValueError):
+            alive = []  # the master's UI is not up yet (or answered with a half-ready, empty page)
         if len(alive) >= n:
             return alive
         if time.monotonic() > deadline:
