@@ -61,7 +61,7 @@ public final class CheckpointFileOps {
         try {
             return new CheckpointFileOps(CREATE.invoke(dir, hadoopConf));
         } catch (Throwable t) {
-            throw unchecked(t);
+            throw SparkCompat.rethrow(t);
         }
     }
 
@@ -127,16 +127,6 @@ public final class CheckpointFileOps {
         if (t instanceof IOException) {
             return (IOException) t;
         }
-        throw unchecked(t);
-    }
-
-    private static RuntimeException unchecked(Throwable t) {
-        if (t instanceof RuntimeException) {
-            return (RuntimeException) t;
-        }
-        if (t instanceof Error) {
-            throw (Error) t;
-        }
-        return new IllegalStateException(t); // a checked exception Scala threw undeclared
+        throw SparkCompat.rethrow(t);
     }
 }

@@ -123,7 +123,11 @@ public final class SparkCompat {
         }
     }
 
-    private static RuntimeException rethrow(Throwable t) {
+    /**
+     * What a method handle threw, to be thrown by the caller: unchecked as it is, an Error
+     * thrown here, anything else (a checked exception Scala threw undeclared) wrapped.
+     */
+    static RuntimeException rethrow(Throwable t) {
         if (t instanceof RuntimeException) {
             return (RuntimeException) t;
         }
