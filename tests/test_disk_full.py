@@ -18,8 +18,10 @@ import json
 import os
 import pathlib
 import pickle
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -34,9 +36,10 @@ N_FILES, HALF = 6, 3
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
+def small_disk():
+    # a short path: java.io.tmpdir only holds the service when its path leaves room for a
+    # Unix socket path (tmp_path's length depends on the user name and pytest's numbering)
+    mount = pathlib.Path(tempfile.mkdtemp(prefix="tsdisk-", dir="/tmp"))
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
                           capture_output=True, text=True)
     if done.returncode != 0:
@@ -45,6 +48,7 @@ def small_disk(tmp_path):
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+        shutil.rmtree(mount, ignore_errors=True)
 
 
 def _fill(directory: pathlib.Path) -> pathlib.Path:

@@ -11,6 +11,7 @@ import java.nio.file.Paths;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.Deque;
 import java.util.HexFormat;
 import java.util.List;
@@ -44,8 +45,11 @@ public final class PythonService {
     private static final long STOP_TIMEOUT_MS = 5_000;
     private static final long WATCHDOG_INTERVAL_MS = 250;
     private static final int STDERR_TAIL_LINES = 30;
-    /** Unix socket paths are limited to 107 bytes; keep room for "/w<index>.sock". */
-    private static final int MAX_DIR_LENGTH = 90;
+    /**
+     * Unix socket paths are limited to 107 bytes: a base directory keeps room for
+     * "/ttlstate-" + 16 hex digits + "/w<index>.sock".
+     */
+    private static final int MAX_BASE_LENGTH = 64;
 
     private static PythonService current;
 
@@ -130,18 +134,33 @@ public final class PythonService {
         return fromEnv != null && !fromEnv.isBlank() ? fromEnv : "python3";
     }
 
+    /**
+     * The service's private directory (its sockets and its stores' files): under the first of
+     * Spark's local dir, {@code java.io.tmpdir} and {@code /tmp} whose path leaves room for a
+     * Unix socket path; fails naming all three when none does.
+     */
     private static Path createServiceDir(SparkEnv env, SecureRandom random) throws IOException {
-        String base = null;
-        if (env != null) {
-            base = SparkCompat.localDir(env.conf());
+        List<String> candidates = new ArrayList<>();
+        if (env != null && SparkCompat.localDir(env.conf()) != null) {
+            candidates.add(SparkCompat.localDir(env.conf()));
         }
-        if (base == null || base.length() > MAX_DIR_LENGTH - 26) {
-            if (base != null) {
-                // usual on cluster executors (standalone: <worker dir>/spark-<uuid>/executor-<uuid>/...)
-                LOG.info("Spark local dir {} is too long for a Unix socket path; the store service uses {}",
-                        base, System.getProperty("java.io.tmpdir"));
+        candidates.add(System.getProperty("java.io.tmpdir"));
+        candidates.add("/tmp");
+        String base = null;
+        for (String candidate : candidates) {
+            if (candidate != null && candidate.length() <= MAX_BASE_LENGTH) {
+                base = candidate;
+                break;
             }
-            base = System.getProperty("java.io.tmpdir");
+        }
+        if (base == null) {
+            throw new IOException("none of " + candidates + " is short enough (at most "
+                    + MAX_BASE_LENGTH + " characters) to hold the service's Unix sockets");
+        }
+        if (!base.equals(candidates.get(0))) {
+            // usual on cluster executors (standalone: <worker dir>/spark-<uuid>/executor-<uuid>/...)
+            LOG.info("{} is too long for a Unix socket path; the store service uses {}",
+                    candidates.subList(0, candidates.indexOf(base)), base);
         }
         byte[] suffix = new byte[8];
         random.nextBytes(suffix);
