@@ -31,6 +31,7 @@ SINCE_41 = {  # reached only when SparkCompat.atLeast(4, 1)
     f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStore.reportCommitToCoordinator(JL{S}StateStoreId;Lorg/apache/hadoop/conf/Configuration;)V",
     f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStoreConf.commitValidationEnabled()Z",
     f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStoreConf.reportSnapshotUploadLag()Z",
+    f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStoreConf.maxVersionsToDeletePerMaintenance()I",
     f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStoreCoordinatorRef.snapshotUploaded(L{S}StateStoreProviderId;JJ)Z",
     f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStoreProvider$.coordinatorRef()Lscala/Option;",
     f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStoreProvider$.getRunId(Lorg/apache/hadoop/conf/Configuration;)Ljava/lang/String;",

@@ -21,6 +21,11 @@ import org.slf4j.LoggerFactory;
  * no retained manifest references it and it is older than every retained file (a younger
  * one may belong to a snapshot still being written); temp files likewise by age. A plan
  * that cannot be made (a file missing) keeps everything.
+ *
+ * <p>Spark's own limits on one maintenance pass apply on top (DESIGN 57):
+ * {@code maxVersionsToDeletePerMaintenance} lowers {@code keepFrom} to at most the oldest
+ * version plus that many, so a pass deletes at most that many of the oldest versions; a
+ * pass that would delete fewer than {@code minVersionsToDelete} versions deletes nothing.
  */
 final class Retention {
     private static final Logger LOG = LoggerFactory.getLogger(Retention.class);
@@ -39,7 +44,21 @@ final class Retention {
     }
 
     static Retention of(CheckpointFiles.Listing listing, Path dir, boolean v2, int minVersionsToRetain) {
+        return of(listing, dir, v2, minVersionsToRetain, 0, -1);
+    }
+
+    /**
+     * @param minVersionsToDelete      delete nothing unless at least this many versions go
+     * @param maxVersionsToDelete      delete at most this many (the oldest) versions; -1 or 0: no limit
+     */
+    static Retention of(CheckpointFiles.Listing listing, Path dir, boolean v2, int minVersionsToRetain,
+                        long minVersionsToDelete, int maxVersionsToDelete) {
         long keepFrom = listing.latest() - Math.max(1, minVersionsToRetain) + 1;
+        if (maxVersionsToDelete > 0) {
+            long oldest = listing.files.stream().filter(f -> (f.id != null) == v2)
+                    .mapToLong(f -> f.version).min().orElse(keepFrom);
+            keepFrom = Math.min(keepFrom, oldest + maxVersionsToDelete);
+        }
         Set<StateFileName> retained = new LinkedHashSet<>();
         Set<String> heads = new LinkedHashSet<>();
         long oldestStart = Long.MAX_VALUE;
@@ -61,6 +80,12 @@ final class Retention {
             if ((f.id != null) == v2 && !retained.contains(f) && (f.version < keepFrom || f.version <= oldestStart)) {
                 deletable.add(f);
             }
+        }
+        long versions = deletable.stream().mapToLong(f -> f.version).distinct().count();
+        if (versions > 0 && versions < minVersionsToDelete) {
+            LOG.debug("Cleanup deletes nothing in {}: {} stale versions, fewer than minVersionsToDelete {}",
+                    dir, versions, minVersionsToDelete);
+            return new Retention(keepFrom, new LinkedHashSet<>(listing.files), List.of(), Long.MIN_VALUE);
         }
         long oldest = retained.stream().mapToLong(f -> f.status.getModificationTime()).min().orElse(Long.MIN_VALUE);
         return new Retention(keepFrom, retained, deletable, oldest);

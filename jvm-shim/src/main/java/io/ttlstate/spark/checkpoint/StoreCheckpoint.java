@@ -313,14 +313,18 @@ public final class StoreCheckpoint {
 
     /**
      * Deletes what recovering the last {@code minVersionsToRetain} versions does not need
-     * ({@link Retention}), then prunes the local cache. SSTs are only deleted with a worker
-     * connection ({@code conn}) to read the retained manifests; returns the files deleted.
+     * ({@link Retention}, within Spark's {@code minVersionsToDelete} and
+     * {@code maxVersionsToDelete} per pass), then prunes the local cache. SSTs are only deleted
+     * with a worker connection ({@code conn}) to read the retained manifests; returns the files
+     * deleted.
      */
-    public int cleanup(int minVersionsToRetain, WorkerConnection conn) throws IOException {
+    public int cleanup(int minVersionsToRetain, long minVersionsToDelete, int maxVersionsToDelete,
+                       WorkerConnection conn) throws IOException {
         long listedAt = System.currentTimeMillis();
         CheckpointFiles.Listing listing = files.list();
         CheckpointFiles.SstListing sstListing = files.listSsts();
-        Retention r = Retention.of(listing, files.dir(), v2, minVersionsToRetain);
+        Retention r = Retention.of(listing, files.dir(), v2, minVersionsToRetain, minVersionsToDelete,
+                maxVersionsToDelete);
         Set<String> referenced = conn == null ? null : referencedSsts(conn, r.retainedManifests());
         List<FileStatus> delete = new ArrayList<>();
         r.deletable.forEach(f -> delete.add(f.status));

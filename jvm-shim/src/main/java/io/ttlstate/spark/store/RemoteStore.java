@@ -232,6 +232,15 @@ public final class RemoteStore {
         }
     }
 
+    /**
+     * The worker that serves a store: every store of one task (a query's partition: the four
+     * stores of a join, the stores of operators in one stage) on one worker, and consecutive
+     * partitions, which Spark runs side by side, on different workers (DESIGN 56).
+     */
+    static int workerFor(StateStoreId id, int workers) {
+        return Math.floorMod(id.checkpointRootLocation().hashCode() + id.partitionId(), workers);
+    }
+
     /** Makes sure there is a healthy connection with the store OPEN on it. */
     private void ensureOpen(StoreMetrics metrics) {
         if (connectionUsable()) {
@@ -239,7 +248,7 @@ public final class RemoteStore {
         }
         dropConnection();
         PythonService service = PythonService.get(ttlstateConfs);
-        int worker = Math.floorMod(storeKey.hashCode(), service.workers());
+        int worker = workerFor(stateStoreId, service.workers());
         WorkerConnection c = WorkerConnection.open(service, worker, RECONNECT_MILLIS);
         Path dir = service.dir().resolve("stores").resolve(localDirName);
         FrameWriter w = FrameWriter.request(Op.OPEN, 0)
@@ -524,7 +533,8 @@ public final class RemoteStore {
             c = closed || conn == null || conn.isBroken() ? null : conn;
         }
         try {
-            checkpoint.cleanup(storeConf.minVersionsToRetain(), c);
+            int maxDelete = SparkCompat.atLeast(4, 1) ? storeConf.maxVersionsToDeletePerMaintenance() : -1; // 4.1+
+            checkpoint.cleanup(storeConf.minVersionsToRetain(), storeConf.minVersionsToDelete(), maxDelete, c);
         } catch (IOException | RuntimeException e) {
             boolean loaded;
             synchronized (this) {
