@@ -136,6 +136,14 @@ class Txn:
     def get(self, key: bytes) -> bytes | None:
         return self.lookup(key)[0]
 
+    def plain_values(self, keys: list[bytes]) -> list[bytes | None] | None:
+        """The values of `keys` in one batched database read, when this transaction reads
+        the database alone (no TTL, no writes of its own in an overlay, no pre-images);
+        None when `lookup` must answer key by key."""
+        if self.ttl_ms or self.overlay or self.shadow:
+            return None
+        return self.store.db.get(keys)
+
     def lookup(self, key: bytes) -> tuple[bytes | None, int]:
         """(value, expiresAt): the value as `get` sees it, and when it expires (the first
         `now` at which it is expired; MAX_TS without TTL). The JVM caches values by it."""

@@ -16,6 +16,7 @@ from typing import Callable
 from . import conf, manifest
 from . import protocol as p
 from .errors import AuthError, ProtocolError, TtlstateError, UnknownHandleError
+from .ttl import MAX_TS
 from .rocksdb_options import RocksDbSettings
 from .store import Store
 from .txn import Txn
@@ -151,6 +152,9 @@ class Worker:
         r.end()
         txn = self._txn(h)
         w = p.ok().u32(len(keys))
+        stored = txn.plain_values(keys)
+        if stored is not None:  # one batched engine read, no Python call per key
+            return w.answers(stored, MAX_TS)
         for key in keys:
             _value(w, *txn.lookup(key))
         return w
