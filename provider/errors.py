@@ -114,3 +114,10 @@ class ServerJarMismatchError(ServerSetupError):
     """The server's ttlstate jar is of another ttlstate version than the client's."""
 
     error_class = "TTLSTATE_SERVER_JAR_MISMATCH"
+
+
+class CheckpointTooNewError(TtlstateError):
+    """A state file this ttlstate cannot read because a newer one wrote it (a newer manifest or
+    changelog format); names the writing and the running ttlstate and Spark (DESIGN 57)."""
+
+    error_class = "TTLSTATE_CHECKPOINT_TOO_NEW"

@@ -43,10 +43,16 @@ def _source_copy(dest: pathlib.Path) -> pathlib.Path:
     return dest
 
 
+def _ends(text: str, n: int = 3000) -> str:
+    """The head and the tail of a long output (an exception's message starts far from its end)."""
+    return text if len(text) <= 2 * n else f"{text[:n]}\n[...]\n{text[-n:]}"
+
+
 def _run(cmd, cwd=None, env=None, timeout=900) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(map(str, cmd))}: exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, (f"{' '.join(map(str, cmd))}: exit {proc.returncode}\n{_ends(proc.stdout)}\n"
+                                  f"{_ends(proc.stderr)}")
     return proc
 
 
