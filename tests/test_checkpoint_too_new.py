@@ -145,7 +145,8 @@ def test_a_query_refuses_a_checkpoint_a_newer_ttlstate_wrote(spark, restart_spar
     spark = restart_spark()  # a new executor: the stores load from the checkpoint
     with pytest.raises(Exception) as e:
         _counts(spark, source, checkpoint)
-    msg = str(e.value)
+    # Spark reports CANNOT_LOAD_STATE_STORE; ttlstate's error is its cause (in the JVM trace)
+    msg = str(e.value) + "\n" + str(getattr(e.value, "_stackTrace", "") or "")
     assert "TTLSTATE_CHECKPOINT_TOO_NEW" in msg, msg[-3000:]
     assert "written by ttlstate 9.9.0 on Spark 4.9.1" in msg, msg[-3000:]
     assert f"this is ttlstate {ttlstate.__version__} on Spark {spark.version}" in msg, msg[-3000:]
