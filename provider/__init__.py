@@ -49,6 +49,14 @@ def jar_path() -> str:
     return str(path)
 
 
+def check_server(spark):
+    """Checks that the session's server (e.g. a Spark Connect server) serves ttlstate with a jar
+    of this version; returns what it runs (`ttlstate.server_check`), else raises an error
+    naming the `--jars`/`--conf` to start the server with."""
+    from .server_check import check_server as check
+    return check(spark)
+
+
 def _append_path_list(current: str | None, item: str, sep: str) -> str:
     if not current:
         return item
