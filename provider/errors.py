@@ -118,6 +118,6 @@ class ServerJarMismatchError(ServerSetupError):
 
 class CheckpointTooNewError(TtlstateError):
     """A state file this ttlstate cannot read because a newer one wrote it (a newer manifest or
-    changelog format); names the writing and the running ttlstate and Spark (DESIGN 57)."""
+    changelog format); names the writing and the running ttlstate and Spark (DESIGN 59)."""
 
     error_class = "TTLSTATE_CHECKPOINT_TOO_NEW"

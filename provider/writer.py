@@ -1,4 +1,4 @@
-"""Who writes state files, and the refusal of files a newer ttlstate wrote (DESIGN 57).
+"""Who writes state files, and the refusal of files a newer ttlstate wrote (DESIGN 59).
 
 Every manifest records its writer (`{"ttlstate": <version>, "spark": <version>}`); the store
 service learns the running Spark from the JVM's `sparkVersion` start-up line, the offline CLI
