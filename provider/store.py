@@ -136,14 +136,19 @@ class Store:
             raise VersionMismatchError(
                 f"{self.store_id}: store is at version {self.version}, asked for {version}")
         direct = not read_only and not self.txns
-        log = None
+        writer = None
         if direct and changelog:
-            log = statefile.ChangelogWriter(os.path.join(self.local_dir, f"txn-{next(self._txn_ids)}.changelog.tmp"),
+            writer = statefile.ChangelogWriter(os.path.join(self.local_dir, f"txn-{next(self._txn_ids)}.changelog.tmp"),
                                             FILE_CHANGELOG, version + 1, self.layout)
-        txn = Txn(self, read_only, batch_ts, log, direct)
+        txn = Txn(self, read_only, batch_ts, writer, direct)
         self.txns.add(txn)
         if direct:
             self.writer = txn
+        if self.ttl_ms and self.ttl.event_time and not read_only:
+            stamped = txn.stamp_unstamped()
+            if stamped:
+                log.info("%s: %d entries written before the watermark started now carry the "
+                          "watermark %d", self.store_id, stamped, txn.now())
         return txn
 
     @engine_errors

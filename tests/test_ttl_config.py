@@ -48,7 +48,7 @@ BAD_VALUES = {
     "ttl": ("ten minutes", "duration"),
     "updateType": ("OnRead", "OnCreateAndWrite, OnReadAndWrite, Disabled"),
     "stateVisibility": ("Always", "NeverReturnExpired, ReturnExpiredIfNotCleanedUp"),
-    "timeCharacteristic": ("EventTime", "BatchTimestamp, ProcessingTime"),
+    "timeCharacteristic": ("IngestionTime", "BatchTimestamp, ProcessingTime, EventTime"),
     "cleanup.inBackground": ("yes", "true or false"),
     "cleanup.incremental.size": ("0", "1 to 1000000"),
     "cleanup.incremental.everyRecord": ("1", "true or false"),
