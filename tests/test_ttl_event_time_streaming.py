@@ -229,3 +229,29 @@ def test_join_matches_a_buffered_row_only_while_live_in_event_time(spark, tmp_pa
         event_time=True), len(JOIN_LEFT))
     assert batch.batches == {0: [], 1: [("a", 10, 21)], 2: [("c", 13, 22)],
                              3: [("b", 11, 24), ("d", 14, 25)]}
+
+
+# ---------------------------------------------------------------------------------------
+# A query with EventTime TTL and no watermark is refused before it starts
+
+def test_event_time_without_a_watermark_is_refused_at_start(spark, tmp_path):
+    per_operator = tq.key("timeCharacteristic", operator=0)
+    s = specs(tmp_path, "count_by_key", [COUNTS],
+              {"global": EVENT_TIME,
+               "operator": {tq.key("ttl"): "1d", per_operator: "eventtime"},
+               "batch_clock": BATCH_TIME})
+    s["join"] = specs(tmp_path, "join_by_key", [JOIN_LEFT, JOIN_RIGHT], {"join": EVENT_TIME})["join"]
+    outcomes = dict(zip(s, tq.run_side_by_side(spark, list(s.values()))))
+    for name, key, value in (("global", tq.key("timeCharacteristic"), "EventTime"),
+                             ("operator", per_operator, "eventtime"),
+                             ("join", tq.key("timeCharacteristic"), "EventTime")):
+        o = outcomes[name]
+        assert o.error is not None, f"{name}: a query without a watermark was accepted"
+        for part in ("TTLSTATE_INVALID_CONF", key, f"'{value}'", "needs the query's event-time watermark",
+                     "withWatermark"):
+            assert part in o.error, f"{name}: {part!r} not in {o.error[:2000]}"
+        assert o.progress == [] and not tq.pathlib.Path(o.checkpoint, "offsets").exists(), \
+            f"{name}: the query ran before it was refused"
+    assert "Join" in outcomes["join"].error and "Aggregate" in outcomes["global"].error
+    # not refused: the batch clock needs no watermark (EventTime with one: the cases above)
+    assert outcomes["batch_clock"].check().batches[0] == [("a", 1), ("b", 1), ("c", 1)]
