@@ -173,6 +173,10 @@ class TtlConfigBuilder:
     def set_time_characteristic(self, characteristic) -> "TtlConfigBuilder":
         return self._set("timeCharacteristic", characteristic)
 
+    def use_event_time(self) -> "TtlConfigBuilder":
+        """The clock is the query's event-time watermark (`timeCharacteristic=EventTime`)."""
+        return self._set("timeCharacteristic", TimeCharacteristic.EVENT_TIME)
+
     def cleanup_incrementally(self, size: int, every_record: bool = False) -> "TtlConfigBuilder":
         self._set("cleanup.incremental.size", str(size))
         return self._set("cleanup.incremental.everyRecord", _render(bool(every_record)))
