@@ -35,6 +35,8 @@ METRIC_EXPIRED_ON_READ = "ttlstateExpiredOnRead"
 METRIC_EXPIRED_INCREMENTAL = "ttlstateExpiredIncremental"
 METRIC_EXPIRED_BY_COMPACTION = "ttlstateExpiredByCompaction"
 METRIC_TTL_MS = "ttlstateTtlMs"
+METRIC_TTL_CLOCK_MS = "ttlstateTtlClockMs"
+METRIC_TTL_EVENT_TIME = "ttlstateTtlEventTime"
 METRIC_OPEN_TRANSACTIONS = "ttlstateOpenTransactions"
 
 
@@ -216,7 +218,9 @@ class Store:
         return others + [(METRIC_EXPIRED_ON_READ, txn.expired_on_read),
                 (METRIC_EXPIRED_INCREMENTAL, txn.expired_incremental),
                 (METRIC_EXPIRED_BY_COMPACTION, dropped),
-                (METRIC_TTL_MS, self.ttl_ms)]
+                (METRIC_TTL_MS, self.ttl_ms),
+                (METRIC_TTL_CLOCK_MS, max(txn.now(), 0)),
+                (METRIC_TTL_EVENT_TIME, int(self.ttl.event_time))]
 
     @engine_errors
     def maintain(self) -> None:

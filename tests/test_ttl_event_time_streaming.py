@@ -128,7 +128,12 @@ def test_backfill_expires_exactly_the_keys_idle_for_the_ttl_in_event_time(spark,
     assert event.batches == within(expected, len(COUNTS))
     assert event.rows_total() == live
     assert within(live, len(COUNTS)) == {0: 3, 1: 4, 2: 4, 3: 4, 4: 5, 5: 2}
+    # The metrics show the clock: the watermark of each batch, and that it is event time.
+    assert event.metric("ttlstateTtlClockMs") == wm
+    assert set(event.metric("ttlstateTtlEventTime").values()) == {1}
     # The same query on the batch clock: a run of seconds expires nothing.
+    assert batch.metric("ttlstateTtlClockMs") == batch.timestamps()
+    assert set(batch.metric("ttlstateTtlEventTime").values()) == {0}
     assert batch.batches == COUNTS_NO_EXPIRY
     assert within(batch.rows_total(), len(COUNTS)) == {0: 3, 1: 4, 2: 4, 3: 5, 4: 5, 5: 5}
 
