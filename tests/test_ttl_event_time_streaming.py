@@ -18,6 +18,9 @@ delay): the hand-written expectations below are checked against the offset log t
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -84,6 +87,14 @@ def within(d: dict, n: int) -> dict:
     return {b: v for b, v in d.items() if b < n}
 
 
+def inspect(checkpoint, *args) -> dict:
+    """`python -m ttlstate inspect ... --json`, as a real subprocess."""
+    proc = subprocess.run([sys.executable, "-m", "ttlstate", "inspect", str(checkpoint), *args, "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def expected_watermarks(batches) -> dict[int, int]:
     """W_b by hand: 0, then the largest event time of the batches before b less the delay."""
     out, seen = {}, None
@@ -131,6 +142,17 @@ def test_backfill_expires_exactly_the_keys_idle_for_the_ttl_in_event_time(spark,
     # The metrics show the clock: the watermark of each batch, and that it is event time.
     assert event.metric("ttlstateTtlClockMs") == wm
     assert set(event.metric("ttlstateTtlEventTime").values()) == {1}
+    # `inspect --ttl` on the event-time clock: the watermark of the latest version
+    last = max(wm)
+    doc = inspect(event.checkpoint, "--ttl", "1d", "--conf", f"{tq.key('timeCharacteristic')}=EventTime")
+    [op] = doc["operators"]
+    assert op["ttl"]["clocks"] == ["EventTime"] and op["ttl"]["batchTimestampMs"] == wm[last]
+    assert sum(s.get("liveKeysNow", 0) for s in op["stores"]) == live[last]
+    h = op["ttlHistogram"]
+    assert (h["clock"], h["now"], h["basis"]) == ("EventTime", wm[last], "remainingTtl")
+    buckets = {b["label"]: b["entries"] for b in h["buckets"]}
+    assert buckets["unstamped"] == 0 and sum(buckets.values()) == op["keys"]
+    assert op["keys"] - buckets["expired"] == live[last]
     # The same query on the batch clock: a run of seconds expires nothing.
     assert batch.metric("ttlstateTtlClockMs") == batch.timestamps()
     assert set(batch.metric("ttlstateTtlEventTime").values()) == {0}
