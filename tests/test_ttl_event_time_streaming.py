@@ -282,3 +282,61 @@ def test_event_time_without_a_watermark_is_refused_at_start(spark, tmp_path):
     assert "Join" in outcomes["join"].error and "Aggregate" in outcomes["global"].error
     # not refused: the batch clock needs no watermark (EventTime with one: the cases above)
     assert outcomes["batch_clock"].check().batches[0] == [("a", 1), ("b", 1), ("c", 1)]
+
+
+# ---------------------------------------------------------------------------------------
+# RocksDB's TTL compaction filter never drops an entry live on the event-time clock
+
+def test_the_compaction_filter_never_drops_entries_live_in_event_time(tmp_path):
+    """Own processes, maintenance every second (Spark fixes the interval per JVM). TTL 2 s,
+    the filter asked for with a safety margin of 0 and a compaction every second; 40 keys sent
+    in four batches, all at the same event time, an hour ahead of the wall clock. Run 1 does
+    batches 0-1; run 2 (a new process) loads the state at batch 2, whose watermark is past
+    the wall clock, so RocksDB's TTL for the loaded database is 2 s (ttl + margin + a load
+    lag of 0): the filter, were it on, would drop every entry during the 12 s pause after
+    batch 2 (as a stalled live stream would see once ttl + margin + delay of wall-clock time
+    passed). On the event-time clock the watermark never moves past the keys' watermark plus
+    2 s, so every key is live in every batch: under EventTime the filter drops nothing and
+    batches 1-3 find every key (dropDuplicates emits none). The control, the same settings
+    on the batch clock, shows the filter at work."""
+    import time
+
+    ahead_h = (time.time() + 3600 - tq.event_ms(0) / 1000) / 3600
+    keys = [(f"o{i:02d}", i, ahead_h) for i in range(40)]
+    batches = [keys] * 4
+    src = tmp_path / "in"
+    tq.write_event_batches(src, batches, 0, 2)
+    filter_on = {tq.key("ttl"): "2s", tq.key("cleanup.compactionFilter.enabled"): "true",
+                 tq.key("cleanup.compactionFilter.safetyMargin"): "0s",
+                 tq.key("cleanup.compactionFilter.periodicCompaction"): "1s",
+                 tq.key("cleanup.incremental.size"): "1"}
+    variants = {"event": {**filter_on, tq.key("timeCharacteristic"): "EventTime"},
+                "batch": {**filter_on, tq.key("timeCharacteristic"): "BatchTimestamp"}}
+
+    def run_once(tag, sleeps):
+        spec = {"tag": tag,
+                "session_confs": {tq.MAINTENANCE_INTERVAL: "1s", tq.MIN_DELTAS_FOR_SNAPSHOT: "1"},
+                "queries": [dict(name=f"et_compaction_{name}", query="dedup_key_wm", inputs=[str(src)],
+                                 checkpoint=str(tmp_path / f"ck-{name}"), confs=confs, sleeps=sleeps)
+                            for name, confs in variants.items()]}
+        rc, outcomes, _, log = tq.run_subprocess(spec, tmp_path)
+        if rc != 0 or outcomes is None:
+            pytest.fail(f"run {tag} failed (rc {rc}); log {log}:\n{log.read_text()[-6000:]}",
+                        pytrace=False)
+        return [outcomes[f"et_compaction_{n}"].check() for n in ("event", "batch")]
+
+    event1, _ = run_once("run1", {})
+    tq.write_event_batches(src, batches, 2)
+    event, batch = run_once("run2", {2: 12})
+    assert batch.metric_sum("ttlstateExpiredByCompaction") > 0, "the control: the filter ran"
+    all_keys = sorted((k, v) for k, v, _ in keys)
+    assert {**event1.batches, **event.batches} == {0: all_keys, 1: [], 2: [], 3: []}
+    assert event.metric_sum("ttlstateExpiredByCompaction") == 0
+    assert event.rows_total() == {2: 40, 3: 40}
+    wm = watermarks(event, 4)
+    assert wm == {0: 0, 1: wm[1], 2: wm[1], 3: wm[1]}
+    assert 0 <= tq.event_ms(ahead_h) - DELAY_MS - wm[1] < 1000  # event times are whole seconds
+    assert wm[1] > int(time.time() * 1000), "the watermark is ahead of the wall clock"
+    expected, live, _ = tq.model_dedup_key([[(k, v) for k, v, _ in b] for b in batches], wm,
+                                           store_cls=tq.EventTimeModelStore, ttl=2000)
+    assert expected == {0: all_keys, 1: [], 2: [], 3: []} and live == {b: 40 for b in range(4)}
