@@ -367,6 +367,7 @@ def _view_settings(ttl: TtlConfig) -> dict[str, object]:
     return {"ttl.ms": ttl.ttl_ms if ttl.enabled else 0,
             "ttl.refreshOnRead": ttl.enabled and ttl.update_type is UpdateType.ON_READ_AND_WRITE,
             "ttl.batchClock": ttl.time_characteristic is TimeCharacteristic.BATCH_TIMESTAMP,
+            "ttl.eventTime": ttl.enabled and ttl.event_time,
             "ttl.countsAccesses": ttl.incremental_cleanup}
 
 

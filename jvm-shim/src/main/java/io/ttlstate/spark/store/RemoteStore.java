@@ -148,7 +148,7 @@ public final class RemoteStore {
     /** The write store of {@code version} (checkpoint id {@code id}; null: any). */
     public StateStore writeStore(long version, String id, boolean forceSnapshotOnCommit) {
         StoreMetrics metrics = new StoreMetrics();
-        Prepared p = prepare(version, id, false, batchTimestampMs(version), metrics);
+        Prepared p = prepare(version, id, false, batchTimes(version), metrics);
         LOG.debug("Opened write store of version {} for {}", version, this);
         WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, new KeyCodec(keySchema, numPrefixCols),
                 metrics, valueSchema.length(), forceSnapshotOnCommit, checkpointIds);
@@ -161,14 +161,14 @@ public final class RemoteStore {
     /** A read store of {@code version} (checkpoint id {@code id}; null: any). */
     public ReadStateStore readStore(long version, String id) {
         StoreMetrics metrics = new StoreMetrics();
-        Prepared p = prepare(version, id, true, batchTimestampMs(version), metrics);
+        Prepared p = prepare(version, id, true, batchTimes(version), metrics);
         return new ReadStore(this, version, p.txn, new KeyCodec(keySchema, numPrefixCols), metrics,
                 valueSchema.length());
     }
 
-    /** The TTL clock of the batch that uses {@code version} (read outside the monitor). */
-    private long batchTimestampMs(long version) {
-        return BatchClock.batchTimestampMs(stateStoreId.checkpointRootLocation(), version, hadoopConf);
+    /** The TTL clocks of the batch that uses {@code version} (read outside the monitor). */
+    private BatchClock.Times batchTimes(long version) {
+        return BatchClock.batchTimes(stateStoreId.checkpointRootLocation(), version, hadoopConf);
     }
 
     /** A transaction on a version and that version's checkpoint id. */
@@ -184,10 +184,11 @@ public final class RemoteStore {
 
     /**
      * Connects and opens the store if needed, loads {@code version} (of checkpoint id
-     * {@code id}, if given) unless it is loaded, and BEGINs; {@code batchTimestampMs} goes
-     * with both. A read store's load cost is handed to the next write store's metrics.
+     * {@code id}, if given) unless it is loaded, and BEGINs; the store's TTL clock of the
+     * batch (its watermark under EventTime, else its timestamp; known once the store is
+     * open) goes with both. A read store's load cost is handed to the next write store's metrics.
      */
-    private synchronized Prepared prepare(long version, String id, boolean readOnly, long batchTimestampMs,
+    private synchronized Prepared prepare(long version, String id, boolean readOnly, BatchClock.Times times,
                                           StoreMetrics metrics) {
         closed = false;
         if (!readOnly && writer != null && writer.isUpdating()) {
@@ -200,6 +201,7 @@ public final class RemoteStore {
         for (int attempt = 0; ; attempt++) {
             try {
                 ensureOpen(metrics);
+                long batchTimestampMs = times.ttlClock(settings.ttlEventTime);
                 if (loadedVersion != version || (id != null && !id.equals(loadedId))) {
                     load(version, id, batchTimestampMs, metrics);
                     if (readOnly) {
