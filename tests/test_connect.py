@@ -33,11 +33,25 @@ query.awaitTermination()
 rows = sorted(tuple(r) for r in spark.sql("SELECT key, count FROM counts").collect())
 metrics = query.lastProgress["stateOperators"][0]["customMetrics"]
 import os, psutil
+def cmdline(p):
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:  # exited (or a zombie) since it was listed
+        return ""
 services = [p.pid for p in psutil.Process(os.getpid()).children(recursive=True)
-            if "ttlstate.service" in " ".join(p.cmdline())]  # the local server's store service
+            if "ttlstate.service" in cmdline(p)]  # the local server's store service
 print("RESULT " + json.dumps({"rows": rows, "metrics": metrics, "services": services}))
 spark.stop()
 '''
+
+
+def _cmdline(pid: int) -> str:
+    """The command line of a live process; "" when it is gone or a zombie."""
+    try:
+        p = psutil.Process(pid)
+        return "" if p.status() == psutil.STATUS_ZOMBIE else " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
 
 
 def test_a_query_with_ttl_runs_through_spark_connect(tmp_path):
@@ -58,6 +72,5 @@ def test_a_query_with_ttl_runs_through_spark_connect(tmp_path):
                              capture_output=True, text=True, timeout=300)
     assert inspect.returncode == 0, inspect.stderr
     assert result["services"], "no store service ran under the client's Connect server"
-    alive = [pid for pid in result["services"] if psutil.pid_exists(pid)
-             and "ttlstate.service" in " ".join(psutil.Process(pid).cmdline())]
+    alive = [pid for pid in result["services"] if "ttlstate.service" in _cmdline(pid)]
     assert not alive, f"store services {alive} outlived the Connect client"
