@@ -14,8 +14,11 @@ every 200 ms, `minDeltasForSnapshot` 1), so that most versions have a snapshot t
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import re
+import shutil
+import time
 
 import pytest
 
@@ -28,6 +31,12 @@ N_FILES = 6
 PARTITIONS = [0, 1, 2, 3]
 ROCKSDB_CHANGELOG = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
 OFTEN = {tq.MAINTENANCE_INTERVAL: "200ms", tq.MIN_DELTAS_FOR_SNAPSHOT: "1"}
+# TTL: a count per key with a 3-second TTL; the query pauses 4.5 s after batch 1, so what
+# batches 0-1 wrote and batch 2 does not touch has expired by batch 2's clock
+TTL_MS = 3000
+TTL_PAUSE_AFTER = 1
+TTL_BATCHES = [[("a", 0), ("b", 0), ("c", 0), ("d", 0), ("e", 0), ("f", 0)], [("a", 1), ("g", 1)],
+               [("b", 2), ("h", 2)], [("b", 3), ("i", 3)]]
 
 
 @dataclasses.dataclass
@@ -38,6 +47,8 @@ class Checkpoints:
     dedup: pathlib.Path
     dedup_rocksdb: pathlib.Path
     snapshot_mode: pathlib.Path
+    ttl: pathlib.Path
+    ttl_run: st.RunResult
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +58,19 @@ def ck(_session_holder, candidate, tmp_path_factory) -> Checkpoints:
     root = tmp_path_factory.mktemp("reader")
     st.write_files(root / "events", st.generate_events(N_FILES, 40, n_keys=10, seed=31))
 
-    def run(provider, build_df, output_mode, name, confs):
-        return dict(provider=provider, build_df=build_df, output_mode=output_mode, input_dir=root / "events",
-                    checkpoint_dir=root / name, sink="foreach_batch", confs={**OFTEN, **confs})
+    tq.write_batches(root / "ttl-in", TTL_BATCHES)
+
+    def run(provider, build_df, output_mode, name, confs, input_dir="events", **kw):
+        return dict(provider=provider, build_df=build_df, output_mode=output_mode, input_dir=root / input_dir,
+                    checkpoint_dir=root / name, sink="foreach_batch", confs={**OFTEN, **confs}, **kw)
 
     runs = [run(TTLSTATE, st.agg_by_key, "update", "agg", {}),
             run(SPARK_ROCKSDB, st.agg_by_key, "update", "agg-rocksdb", ROCKSDB_CHANGELOG),
             run(TTLSTATE, st.dedup_with_watermark, "append", "dedup", {}),
             run(SPARK_ROCKSDB, st.dedup_with_watermark, "append", "dedup-rocksdb", ROCKSDB_CHANGELOG),
-            run(TTLSTATE, st.agg_by_key, "update", "snapshot-mode", {PREFIX + "checkpoint.mode": "snapshot"})]
+            run(TTLSTATE, st.agg_by_key, "update", "snapshot-mode", {PREFIX + "checkpoint.mode": "snapshot"}),
+            run(TTLSTATE, tq.count_by_key, "update", "ttl", {PREFIX + "ttl": f"{TTL_MS}ms"}, "ttl-in",
+                on_batch=lambda b: time.sleep(TTL_MS * 1.5 / 1000) if b == TTL_PAUSE_AFTER else None)]
     results = st.run_many(_session_holder.get(), runs, max_parallel=len(runs))
     for r in results:
         if isinstance(r, BaseException):
@@ -65,7 +80,7 @@ def ck(_session_holder, candidate, tmp_path_factory) -> Checkpoints:
     st.assert_same_rows(results[1], results[0], min_rows=5, what="aggregation")
     st.assert_same_rows(results[3], results[2], min_rows=5, what="dropDuplicates")
     return Checkpoints(root, root / "agg", root / "agg-rocksdb", root / "dedup", root / "dedup-rocksdb",
-                       root / "snapshot-mode")
+                       root / "snapshot-mode", root / "ttl", results[5])
 
 
 def read_state(spark, checkpoint, *, ordered: bool = False, **options) -> list[tuple]:
@@ -89,6 +104,15 @@ def snapshot_versions(checkpoint: pathlib.Path, partition: int, suffix: str) -> 
     d = checkpoint / "state" / "0" / str(partition)
     return sorted(int(m.group(1)) for p in d.iterdir() if (m := re.match(r"^(\d+)(_[^.]*)?" + re.escape(suffix) + "$",
                                                                          p.name)))
+
+
+def batch_timestamps(checkpoint: pathlib.Path) -> dict[int, int]:
+    """{batch: batchTimestampMs} from the offset log (the TTL clock of each batch)."""
+    out = {}
+    for p in (checkpoint / "offsets").iterdir():
+        if p.name.isdigit():
+            out[int(p.name)] = json.loads(p.read_text().splitlines()[1])["batchTimestampMs"]
+    return out
 
 
 def last_batch(checkpoint: pathlib.Path) -> int:
@@ -150,3 +174,108 @@ def test_snapshot_start_batch_id_reads_the_state_of_a_plain_read(ck, spark):
                                  batchId=batch)
                 assert got == rocksdb, ("rocksdb", part, v, batch)
     assert replayed_past_a_newer_snapshot  # the base really was the chosen snapshot, not the newest
+
+
+# ---------------------------------------------------------------------------------------
+# (c) with TTL
+
+@pytest.mark.slow
+def test_change_feed_and_replay_with_ttl(ck, spark):
+    """With TTL the change feed is the changelogs' records: every put as Spark wrote it (the
+    TTL timestamp removed), and a delete for each entry TTL cleanup removed, in the batch that
+    removed it; an entry that expired but no cleanup reached has no record (DESIGN 58)."""
+    last = last_batch(ck.ttl)
+    assert last == len(TTL_BATCHES) - 1
+    feed = change_feed(spark, ck.ttl, 0, last, ordered=True)
+    puts = {}
+    for batch, kind, key, value, part in feed:
+        if kind == "update":
+            puts.setdefault(batch, []).append((key[0], value[0]))
+    # every put is what the query output for that batch (update mode: the new counts)
+    assert {b: sorted(rows) for b, rows in puts.items()} == {
+        b: sorted(rows) for b, rows in ck.ttl_run.batches.items() if rows}
+    # a count per key never deletes by itself: every delete is TTL's, of an entry whose last
+    # write had expired at the clock of the batch that deletes it (batch timestamps from the
+    # offset log: the clock is the batch's, whatever the machine's load)
+    clock = batch_timestamps(ck.ttl)
+    last_write: dict = {}
+    deletes = []
+    for batch, kind, key, value, part in feed:
+        if kind == "delete":
+            assert value is None
+            assert key in last_write and clock[last_write[key]] + TTL_MS <= clock[batch], (key, batch, clock)
+            deletes.append((batch, key[0]))
+            del last_write[key]
+        else:
+            last_write[key] = batch
+    # the pause after batch 1 expired everything batches 0-1 wrote by batch 2's clock
+    assert clock[TTL_PAUSE_AFTER + 1] - clock[TTL_PAUSE_AFTER] >= TTL_MS
+    assert deletes, feed
+    # b expired and came back: its count restarted at 1 in batch 2
+    assert ("b", 1) in puts[TTL_PAUSE_AFTER + 1]
+    # replaying the feed gives every live entry of a plain read; what it has besides are
+    # entries that expired but that no clean-up reached (a plain read hides them)
+    state: dict = {}
+    for batch, kind, key, value, part in feed:
+        if kind == "delete":
+            state.pop((part, key), None)
+        else:
+            state[(part, key)] = value
+    plain = read_state(spark, ck.ttl)
+    replayed = st.sort_rows((k, v, p) for (p, k), v in state.items())
+    assert set(plain) <= set(replayed)
+    for key, value, part in set(replayed) - set(plain):
+        assert clock[last_write[key]] + TTL_MS <= clock[last], (key, clock)
+    # replay from each snapshot reads what a plain read of the batch reads
+    for part in PARTITIONS:
+        for v in [v for v in snapshot_versions(ck.ttl, part, ".manifest") if v <= last + 1]:
+            for batch in sorted({v - 1, last}):
+                want = [r for r in read_state(spark, ck.ttl, batchId=batch) if r[-1] == part]
+                got = read_state(spark, ck.ttl, snapshotStartBatchId=v - 1, snapshotPartitionId=part, batchId=batch)
+                assert got == want, (part, v, batch)
+
+
+# ---------------------------------------------------------------------------------------
+# (d) refusals
+
+def _error_text(excinfo) -> str:
+    return str(excinfo.value)
+
+
+@pytest.mark.slow
+def test_change_feed_of_a_snapshot_mode_query_is_refused_naming_the_conf(ck, spark):
+    with pytest.raises(Exception) as e:
+        change_feed(spark, ck.snapshot_mode, 0, 2)
+    text = _error_text(e)
+    assert "spark.sql.streaming.stateStore.ttlstate.checkpoint.mode=snapshot" in text, text[:3000]
+    assert "spark.sql.streaming.stateStore.ttlstate.checkpoint.mode=changelog" in text, text[:3000]
+    # a replay from an earlier snapshot needs changelogs too: refused the same way; from the
+    # batch's own snapshot it reads what a plain read reads
+    last = last_batch(ck.snapshot_mode)
+    with pytest.raises(Exception) as e:
+        read_state(spark, ck.snapshot_mode, snapshotStartBatchId=1, snapshotPartitionId=1, batchId=last)
+    text = _error_text(e)
+    assert f"Cannot replay version {last + 1}" in text and "checkpoint.mode=snapshot" in text, text[:3000]
+    for batch in (1, last):
+        want = [r for r in read_state(spark, ck.snapshot_mode, batchId=batch) if r[-1] == 1]
+        assert want
+        got = read_state(spark, ck.snapshot_mode, snapshotStartBatchId=batch, snapshotPartitionId=1, batchId=batch)
+        assert got == want, batch
+
+
+@pytest.mark.slow
+def test_replay_from_a_version_without_snapshot_is_refused_naming_it(ck, spark, tmp_path):
+    copy = tmp_path / "agg"
+    shutil.copytree(ck.agg, copy)
+    part = 2
+    store = copy / "state" / "0" / str(part)
+    version = snapshot_versions(copy, part, ".manifest")[-1]
+    (store / f"{version}.manifest").unlink()
+    with pytest.raises(Exception) as e:
+        read_state(spark, copy, snapshotStartBatchId=version - 1, snapshotPartitionId=part,
+                   batchId=last_batch(copy))
+    text = _error_text(e)
+    assert f"There is no snapshot of version {version}" in text, text[:3000]
+    assert str(store / f"{version}.manifest") in text, text[:3000]
+    # a plain read of the same batch still loads (from an older snapshot and the changelogs)
+    assert read_state(spark, copy, batchId=last_batch(copy)) == read_state(spark, ck.agg, batchId=last_batch(copy))

@@ -123,7 +123,10 @@ public final class StoreCheckpoint {
     public Loaded loadFromSnapshot(WorkerConnection conn, long storeHandle, long snapshotVersion, long version,
                                    String id, long batchTimestampMs, StoreMetrics metrics) throws IOException {
         long start = System.nanoTime();
-        return load(conn, storeHandle, LoadPlan.fromSnapshot(files.list(), files.dir(), snapshotVersion, version, id, v2),
+        CheckpointFiles.Listing listing = files.list();
+        NoChangelogException.check(listing, snapshotVersion + 1, version, "replay version " + version + " of "
+                + files.store() + " from the snapshot of version " + snapshotVersion);
+        return load(conn, storeHandle, LoadPlan.fromSnapshot(listing, files.dir(), snapshotVersion, version, id, v2),
                 batchTimestampMs, metrics, start);
     }
 
@@ -175,11 +178,7 @@ public final class StoreCheckpoint {
      */
     public List<LocalChangelog> changelogs(long from, long to, String id, StoreMetrics metrics) throws IOException {
         CheckpointFiles.Listing listing = files.list();
-        for (long v = Math.max(from, 1); v <= to; v++) {
-            if (!listing.hasChangelog(v) && listing.manifestVersions().contains(v)) {
-                throw new NoChangelogException(v, files.store());
-            }
-        }
+        NoChangelogException.check(listing, from, to, "read the change feed of " + files.store());
         LoadPlan.Changelogs range = LoadPlan.changelogs(listing, files.dir(), from, to, id, v2);
         LocalFileCache c = requireCache();
         List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
