@@ -265,8 +265,8 @@ class Worker:
         `MAX_CHUNK_BYTES`; the reply ends with the next record's index, -1 at the end."""
         path, version, start, max_records = r.str(), r.i64(), r.i64(), r.u32()
         r.end()
-        if start < 0:
-            raise ProtocolError(f"negative record index {start}")
+        if start < 0:  # well-formed, so an error reply (the connection stays)
+            raise TtlstateError(f"READ_CHANGELOG from a negative record index {start}")
         w = p.ok()
         body = p.Writer()
         n = size = 0
