@@ -165,21 +165,33 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
         return ReadStore.upgrade(readStore, () -> getStore(version, uniqueId, forceSnapshotOnCommit, false));
     }
 
+    /**
+     * A read store of {@code version}. A checkpoint id is taken whatever the conf's format
+     * version (a read store writes nothing): Spark's state reader passes the commit log's ids
+     * of a format-v2 checkpoint without the query's {@code checkpointFormatVersion}.
+     */
     @Override
     public ReadStateStore getReadStore(long version, Option<String> uniqueId) {
-        String id = checkGetStore(version, uniqueId);
+        if (version < 0) {
+            throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(version));
+        }
+        String id = version == 0 || uniqueId == null || uniqueId.isEmpty() ? null : uniqueId.get();
         return remote().readStore(version, id);
     }
 
     // ---- fine-grained replay (Spark's state reader) ----------------------------------------
 
-    /** Checks a replay's versions; returns the checkpoint id to load (null: any). */
+    /**
+     * Checks a replay's versions; returns the checkpoint id to load (null: any). An id is taken
+     * whatever the conf's format version: Spark's state reader passes the commit log's ids
+     * without the query's {@code checkpointFormatVersion}, and an id names a format-v2 file.
+     */
     private String checkReplay(long snapshotVersion, long endVersion, Option<String> endCkptId) {
         if (snapshotVersion < 1 || endVersion < snapshotVersion) {
             throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(
                     snapshotVersion < 1 ? snapshotVersion : endVersion));
         }
-        return checkGetStore(endVersion, endCkptId == null ? Option.empty() : endCkptId);
+        return endCkptId == null || endCkptId.isEmpty() ? null : endCkptId.get();
     }
 
     /**
@@ -227,7 +239,7 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
             throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(
                     startVersion < 1 ? startVersion : endVersion));
         }
-        String id = checkGetStore(endVersion, endCkptId == null ? Option.empty() : endCkptId);
+        String id = endCkptId == null || endCkptId.isEmpty() ? null : endCkptId.get();
         return remote().changeDataReader(startVersion, endVersion, id);
     }
 

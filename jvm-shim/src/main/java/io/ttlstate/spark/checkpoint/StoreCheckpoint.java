@@ -112,13 +112,15 @@ public final class StoreCheckpoint {
     public Loaded load(WorkerConnection conn, long storeHandle, long version, String id, long batchTimestampMs,
                        StoreMetrics metrics) throws IOException {
         long start = System.nanoTime();
-        return load(conn, storeHandle, LoadPlan.of(files.list(), files.dir(), version, id, v2), batchTimestampMs,
-                metrics, start);
+        return load(conn, storeHandle, LoadPlan.of(files.list(), files.dir(), version, id, v2 || id != null),
+                batchTimestampMs, metrics, start);
     }
 
     /**
      * As {@link #load}, from the manifest of {@code snapshotVersion} whatever newer manifests
      * there are (Spark's {@code snapshotStartBatchId}); fails naming the version if it has none.
+     * A checkpoint id means format v2 whatever the reader's conf says (Spark's state reader
+     * passes the ids of the commit log but not the query's format version).
      */
     public Loaded loadFromSnapshot(WorkerConnection conn, long storeHandle, long snapshotVersion, long version,
                                    String id, long batchTimestampMs, StoreMetrics metrics) throws IOException {
@@ -126,7 +128,8 @@ public final class StoreCheckpoint {
         CheckpointFiles.Listing listing = files.list();
         NoChangelogException.check(listing, snapshotVersion + 1, version, "replay version " + version + " of "
                 + files.store() + " from the snapshot of version " + snapshotVersion);
-        return load(conn, storeHandle, LoadPlan.fromSnapshot(listing, files.dir(), snapshotVersion, version, id, v2),
+        return load(conn, storeHandle, LoadPlan.fromSnapshot(listing, files.dir(), snapshotVersion, version, id,
+                        v2 || id != null),
                 batchTimestampMs, metrics, start);
     }
 
@@ -179,7 +182,7 @@ public final class StoreCheckpoint {
     public List<LocalChangelog> changelogs(long from, long to, String id, StoreMetrics metrics) throws IOException {
         CheckpointFiles.Listing listing = files.list();
         NoChangelogException.check(listing, from, to, "read the change feed of " + files.store());
-        LoadPlan.Changelogs range = LoadPlan.changelogs(listing, files.dir(), from, to, id, v2);
+        LoadPlan.Changelogs range = LoadPlan.changelogs(listing, files.dir(), from, to, id, v2 || id != null);
         LocalFileCache c = requireCache();
         List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
         for (StateFileName f : range.files) {
