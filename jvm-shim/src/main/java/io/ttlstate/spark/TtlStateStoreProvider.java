@@ -37,7 +37,7 @@ import scala.Option;
  * ttlstate supports and hands the rest to its {@link RemoteStore}: the store as its worker
  * holds it (stores, commits, snapshots, maintenance). As {@link SupportsFineGrainedReplay} it
  * serves Spark's state reader's {@code snapshotStartBatchId} and {@code readChangeFeed}
- * (DESIGN 58). Its fully qualified name is what users
+ * (DESIGN 62). Its fully qualified name is what users
  * configure and what checkpoints record: it must not move.
  */
 public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGrainedReplay {
