@@ -48,6 +48,22 @@ class BuildError(RuntimeError):
     pass
 
 
+def package_version(root: pathlib.Path = ROOT) -> str:
+    """The package's version, from pyproject.toml (stamped into the jar's manifest, where
+    `io.ttlstate.spark.ShimInfo` reads it; gradle stamps the same)."""
+    import re
+    m = re.search(r'(?m)^version\s*=\s*"([^"]+)"', (root / "pyproject.toml").read_text())
+    if not m:
+        raise BuildError(f"no version in {root / 'pyproject.toml'}")
+    return m.group(1)
+
+
+def jar_manifest(version: str) -> str:
+    """The jar's META-INF/MANIFEST.MF."""
+    return (f"Manifest-Version: 1.0\r\nImplementation-Title: ttlstate-shim\r\n"
+            f"Implementation-Version: {version}\r\n\r\n")
+
+
 # ---- PEP 517 hooks ------------------------------------------------------------------------
 
 def _from_sdist() -> bool:
@@ -148,7 +164,7 @@ def build_jar(out: pathlib.Path, jars_dir: pathlib.Path | None = None) -> pathli
         out.parent.mkdir(parents=True, exist_ok=True)
         part = out.with_name(out.name + ".part")
         with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
+            z.writestr("META-INF/MANIFEST.MF", jar_manifest(package_version()))
             for f in sorted(classes.rglob("*")):
                 if f.is_file():
                     z.write(f, f.relative_to(classes).as_posix())

@@ -17,6 +17,9 @@ __version__ = "0.1.0"
 
 PROVIDER_CLASS = "io.ttlstate.spark.TtlStateStoreProvider"
 PROVIDER_CLASS_KEY = "spark.sql.streaming.stateStore.providerClass"
+# Spark session extensions: the check that refuses EventTime TTL without a watermark.
+EXTENSIONS_CLASS = "io.ttlstate.spark.TtlStateExtensions"
+EXTENSIONS_KEY = "spark.sql.extensions"
 CONF_PREFIX = PREFIX
 
 _JAR_NAME = "ttlstate-shim.jar"
@@ -49,6 +52,14 @@ def jar_path() -> str:
     return str(path)
 
 
+def check_server(spark):
+    """Checks that the session's server (e.g. a Spark Connect server) serves ttlstate with a jar
+    of this version; returns what it runs (`ttlstate.server_check`), else raises an error
+    naming the `--jars`/`--conf` to start the server with."""
+    from .server_check import check_server as check
+    return check(spark)
+
+
 def _append_path_list(current: str | None, item: str, sep: str) -> str:
     if not current:
         return item
@@ -64,7 +75,9 @@ def configure(builder):
     store service to this interpreter unless `spark.pyspark.python` or `PYSPARK_PYTHON`
     already choose one. It also turns on Spark's
     `spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled` (unless set),
-    which TTL on stream-stream join state needs.
+    which TTL on stream-stream join state needs, and adds ttlstate's session extensions to
+    `spark.sql.extensions` (keeping what is set): they refuse a query with EventTime TTL
+    and no watermark before it starts.
     """
     check_spark_version()
     jar = jar_path()
@@ -73,6 +86,7 @@ def configure(builder):
     builder.config("spark.driver.extraClassPath",
                    _append_path_list(options.get("spark.driver.extraClassPath"), jar, os.pathsep))
     builder.config(PROVIDER_CLASS_KEY, PROVIDER_CLASS)
+    builder.config(EXTENSIONS_KEY, _append_path_list(options.get(EXTENSIONS_KEY), EXTENSIONS_CLASS, ","))
     from .conf import SKIP_NULLS_KEY
     if SKIP_NULLS_KEY not in options:  # lets TTL expire rows of stream-stream joins (conf.py)
         builder.config(SKIP_NULLS_KEY, "true")

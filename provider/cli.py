@@ -20,8 +20,9 @@ from . import checkpoint_reader as cr
 from . import statefile, unsaferow
 from .conf import PREFIX
 from .errors import TtlstateError
-from .ttl import expiration_ts
+from .ttl import event_time, expiration_ts
 from .ttl import config as ttl_config
+from .ttl.config import TimeCharacteristic
 
 LOCAL_ONLY = ("Reads local file system paths and file: URIs only (not hdfs:, s3a:, ...); "
               "never changes the checkpoint.")
@@ -72,7 +73,9 @@ def _parser() -> argparse.ArgumentParser:
                              "per-store overrides included (repeatable)")
         sp.add_argument("--now", metavar="MS", type=int,
                         help="the time (ms since the epoch) to measure time-to-live against; "
-                             "default: now")
+                             "default: now, or for stores whose TTL runs on event time "
+                             "(--conf ...timeCharacteristic=EventTime) the watermark of their "
+                             "latest version")
 
     sp = sub.add_parser("inspect", help="operators, partitions, stores, versions, sizes, key "
                         "counts, TTL settings and a time-to-live histogram",
@@ -119,14 +122,15 @@ def _inspect(args) -> int:
     loc = cr.CheckpointLocation(args.location)
     ops = loc.operators()
     confs = _ttl_confs(args)
-    now = args.now if args.now is not None else time.time_ns() // 1_000_000
+    given = args.now is not None
+    now = args.now if given else time.time_ns() // 1_000_000
     all_stores = [(op, sd) for op in ops for sd in loc.stores(op)]
     progress = _Progress("loading stores")
     doc_ops, failed = [], 0
     by_op: dict[int, list[dict]] = {op.id: [] for op in ops}
     for i, (op, sd) in enumerate(all_stores):
         progress(i, len(all_stores), sd.label)
-        info = _store_summary(sd, op, confs, now)
+        info = _store_summary(sd, op, confs, now, given)
         failed += "error" in info
         by_op[op.id].append(info)
     progress(len(all_stores), len(all_stores), "")
@@ -141,7 +145,7 @@ def _inspect(args) -> int:
                             for n in op.stores},
             "sizeBytes": sum(s["sizeBytes"]["total"] for s in stores),
             "ttl": _operator_ttl(stores),
-            "ttlHistogram": _histogram(stores, now),
+            "ttlHistogram": _histogram(stores, now, given),
             "stores": stores,
         })
     doc = {
@@ -172,7 +176,10 @@ def _ttl_confs(args) -> dict[str, str]:
     return confs
 
 
-def _store_summary(sd: cr.StoreDir, op: cr.OperatorInfo, confs: dict, now: int) -> dict:
+def _store_summary(sd: cr.StoreDir, op: cr.OperatorInfo, confs: dict, now: int, given: bool) -> dict:
+    """A store's files, keys and TTL. `now` measures time-to-live; under EventTime, unless
+    `given`, it is the watermark of the store's latest version instead (the wall clock says
+    nothing about event time)."""
     manifests = sorted({f.version for f in sd.of_kind("manifest")})
     changelogs = sorted({f.version for f in sd.of_kind("changelog")})
     info = {
@@ -192,6 +199,11 @@ def _store_summary(sd: cr.StoreDir, op: cr.OperatorInfo, confs: dict, now: int) 
                 ttl_ms = resolved.ttl_ms if resolved is not None and resolved.enabled else None
                 ttl["ttlMs"] = ttl_ms
                 ttl["timestamps"] = sorted([ts, n] for ts, n in store.hist.counts.items() if n)
+                ttl["clock"] = resolved.time_characteristic.value if resolved is not None else None
+                if resolved is not None and resolved.event_time:
+                    now = now if given else event_time.clock(store.batch_ts)
+                    ttl["now"] = now  # the watermark the live counts and the histogram use
+                    ttl["unstamped"] = store.hist.counts.get(event_time.UNSTAMPED, 0)
                 if ttl_ms:
                     if store.batch_ts >= 0:
                         info["liveKeysAtVersionClock"] = store.hist.live_count(ttl_ms, store.batch_ts)
@@ -210,29 +222,46 @@ def _operator_ttl(stores: list[dict]) -> dict:
         "dbTtl": sorted({t["dbTtl"] for t in loaded}, key=str),
         "ttlMs": sorted({t.get("ttlMs") for t in loaded if t["valueLayout"] == "ttl"}, key=str),
         "batchTimestampMs": max((t["batchTimestampMs"] for t in loaded), default=-1),
+        "clocks": sorted({t["clock"] for t in loaded if t.get("clock")}),
     }
 
 
-def _histogram(stores: list[dict], now: int) -> dict | None:
-    """Entries by remaining time-to-live at `now` (their age if a TTL store's TTL is unknown)."""
+def _histogram(stores: list[dict], now: int, given: bool) -> dict | None:
+    """Entries by remaining time-to-live at `now` (their age if a TTL store's TTL is unknown).
+
+    When every store's TTL runs on event time, the clock is the watermark (the latest of the
+    stores' latest versions, unless `now` is `given`), and the entries written before the
+    watermark started (no timestamp yet) get a bucket of their own, "unstamped"."""
     ttl_stores = [s for s in stores if s.get("ttl", {}).get("valueLayout") == "ttl"]
     if not ttl_stores:
         return None
     remaining = all(s["ttl"].get("ttlMs") for s in ttl_stores)
+    clocks = {s["ttl"].get("clock") for s in ttl_stores}
+    on_event_time = clocks == {TimeCharacteristic.EVENT_TIME.value}
+    if on_event_time and not given:
+        now = max(s["ttl"]["now"] for s in ttl_stores)
     counts = [0] * (len(_EDGES) + 1)
+    unstamped = 0
     for s in ttl_stores:
         ttl_ms = s["ttl"].get("ttlMs")
         for ts, n in s["ttl"]["timestamps"]:
+            if on_event_time and ts == event_time.UNSTAMPED:
+                unstamped += n
+                continue
             ms = expiration_ts(ts, ttl_ms) - now if remaining else now - ts
             counts[next((i for i, (edge, _) in enumerate(_EDGES) if ms <= edge), len(_EDGES))] += n
     labels = [label for _, label in _EDGES] + [f"> {_EDGES[-1][1][3:]}"]
     if remaining:
         labels[0] = "expired"
+    buckets = [{"label": label, "upToMs": _EDGES[i][0] if i < len(_EDGES) else None, "entries": n}
+               for i, (label, n) in enumerate(zip(labels, counts))]
+    if on_event_time:
+        buckets.append({"label": "unstamped", "upToMs": None, "entries": unstamped})
     return {
         "basis": "remainingTtl" if remaining else "age",
+        "clock": clocks.pop() if len(clocks) == 1 else None,
         "now": now,
-        "buckets": [{"label": label, "upToMs": _EDGES[i][0] if i < len(_EDGES) else None, "entries": n}
-                    for i, (label, n) in enumerate(zip(labels, counts))],
+        "buckets": buckets,
     }
 
 
@@ -278,11 +307,13 @@ def _print_inspect(doc: dict):
             total = sum(b["entries"] for b in h["buckets"])
             what = ("Remaining time-to-live" if h["basis"] == "remainingTtl"
                     else "Age (time since last write; give --ttl for the remaining time-to-live)")
-            print(f"  {what} at {_ts(h['now'])}, {total} entries:")
+            at = ("on the event-time clock, at the watermark " if h["clock"] == TimeCharacteristic.EVENT_TIME.value
+                  else "at ")
+            print(f"  {what} {at}{_ts(h['now'])}, {total} entries:")
             top = max((b["entries"] for b in h["buckets"]), default=0) or 1
             for b in h["buckets"]:
                 bar = "#" * (round(40 * b["entries"] / top) if b["entries"] else 0)
-                print(f"    {b['label']:>8}  {b['entries']:>10}  {bar}".rstrip())
+                print(f"    {b['label']:>9}  {b['entries']:>10}  {bar}".rstrip())
 
 
 def _ttl_text(t: dict) -> str:
@@ -296,8 +327,12 @@ def _ttl_text(t: dict) -> str:
     db = t["dbTtl"]
     parts.append("RocksDB TTL compaction filter: " + ", ".join(
         "on" if d else "off" if d is False else "not recorded (no snapshot)" for d in db))
+    clocks = [c for c in t["clocks"] if c]
+    parts.append("clock: " + (", ".join(clocks) + " (given)" if clocks else
+                              "not recorded in the checkpoint (give --conf ...timeCharacteristic=...)"))
     if t["batchTimestampMs"] >= 0:
-        parts.append(f"clock of the latest version: {_ts(t['batchTimestampMs'])}")
+        what = "watermark" if clocks == [TimeCharacteristic.EVENT_TIME.value] else "clock"
+        parts.append(f"{what} of the latest version: {_ts(t['batchTimestampMs'])}")
     ttls = [x for x in t["ttlMs"] if x]
     parts.append("duration: " + (", ".join(_duration(x) for x in ttls) + " (given)" if ttls else
                  "not recorded in the checkpoint (give --ttl)"))

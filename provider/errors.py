@@ -91,3 +91,33 @@ class UnsupportedSparkError(TtlstateError):
     """The running pyspark's line is not one the shim supports (`ttlstate.SPARK_LINES`)."""
 
     error_class = "TTLSTATE_UNSUPPORTED_SPARK"
+
+
+class ServerSetupError(TtlstateError):
+    """A Spark server (a Spark Connect server, or any session's driver) not set up for
+    ttlstate, found by `ttlstate.check_server`; the message names the flags that fix it."""
+
+
+class ServerNotConfiguredError(ServerSetupError):
+    """The server's state-store provider is not ttlstate's."""
+
+    error_class = "TTLSTATE_SERVER_NOT_CONFIGURED"
+
+
+class ServerJarMissingError(ServerSetupError):
+    """The server cannot load ttlstate's classes: its jar is not on the server."""
+
+    error_class = "TTLSTATE_SERVER_JAR_MISSING"
+
+
+class ServerJarMismatchError(ServerSetupError):
+    """The server's ttlstate jar is of another ttlstate version than the client's."""
+
+    error_class = "TTLSTATE_SERVER_JAR_MISMATCH"
+
+
+class CheckpointTooNewError(TtlstateError):
+    """A state file this ttlstate cannot read because a newer one wrote it (a newer manifest or
+    changelog format); names the writing and the running ttlstate and Spark (DESIGN 59)."""
+
+    error_class = "TTLSTATE_CHECKPOINT_TOO_NEW"

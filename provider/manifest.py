@@ -20,6 +20,7 @@ import zlib
 
 import zstandard
 
+from . import writer
 from .errors import CorruptFileError
 
 MAGIC = b"TTLMANI1"
@@ -51,7 +52,7 @@ class Manifest:
 def write(path: str, m: Manifest, level: int = 3) -> int:
     """Write `m` to `path` atomically (temp file, then rename); returns the file size."""
     doc = {
-        "format": FORMAT, "version": m.version, "numKeys": m.num_keys, "layout": m.layout,
+        "format": FORMAT, "writer": writer.stamp(), "version": m.version, "numKeys": m.num_keys, "layout": m.layout,
         "dbTtl": m.db_ttl, "batchTimestampMs": m.batch_ts, "cursor": m.cursor.hex(),
         "histogram": [[ts, n] for ts, n in m.histogram],
         "ssts": [{"name": f.name, "local": f.local, "size": f.size, "crc32": f.crc32}
@@ -95,6 +96,9 @@ def read(path: str, version: int | None = None) -> Manifest:
         doc = json.loads(text.decode("utf-8"))
     except (zstandard.ZstdError, UnicodeDecodeError, ValueError) as e:
         raise bad(f"not a valid manifest body ({e})") from None
+    if isinstance(doc, dict) and type(doc.get("format")) is int and doc["format"] > FORMAT:
+        raise writer.too_new(path, version, f"a manifest of format {doc['format']}",
+                             f"manifest format {FORMAT}", doc.get("writer"))
     try:
         m = _from_json(doc)
     except (KeyError, TypeError, ValueError) as e:

@@ -190,6 +190,17 @@ class Writer:
                 parts += (u32(len(key)), key, u32(len(value)), value)
         return self
 
+    def answers(self, values, expires_at: int) -> "Writer":
+        """A GET answer (`optbytes value [i64 expiresAt]`) per value, all with `expires_at`."""
+        parts, u32 = self.parts, _U32.pack
+        absent, present, expiry = _U8.pack(0), _U8.pack(1), _I64.pack(expires_at)
+        for value in values:
+            if value is None:
+                parts.append(absent)
+            else:
+                parts += (present, u32(len(value)), value, expiry)
+        return self
+
     def str(self, v: str) -> "Writer":
         return self.bytes(v.encode("utf-8"))
 

@@ -16,7 +16,7 @@ from .engine import db_items, link_checked, without_write_time
 from .errors import CorruptFileError, StorageError, TtlstateError
 from .manifest import Manifest
 from .statefile import FILE_CHANGELOG
-from .ttl import codec
+from .ttl import codec, event_time
 
 log = logging.getLogger("ttlstate.store")
 
@@ -33,7 +33,10 @@ def load(store, version: int, batch_ts: int, manifest_version: int, manifest_pat
     store.migrated = False
     store.batch_ts, store.cursor = -1, b""
     store.ssts = {}
-    restore_ts = batch_ts if batch_ts >= 0 else store.clock.current_timestamp()
+    if store.ttl.event_time:  # the watermark; UNSTAMPED while there is none (ttl.event_time)
+        restore_ts = event_time.stamp(event_time.clock(batch_ts))
+    else:
+        restore_ts = batch_ts if batch_ts >= 0 else store.clock.current_timestamp()
     try:
         if manifest_path:
             m = manifest.read(manifest_path, manifest_version)

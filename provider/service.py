@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from . import conf
+from . import conf, writer
 from .errors import InvalidConfError
 
 log = logging.getLogger("ttlstate.service")
@@ -182,6 +182,7 @@ def main(argv=None):
     logging.basicConfig(level=os.environ.get("TTLSTATE_LOG_LEVEL", "INFO"), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s")
     token, confs = read_startup(sys.stdin)
+    writer.set_spark_version(confs.get("sparkVersion", ""))  # recorded in every manifest
     try:
         workers = worker_count(confs)
     except InvalidConfError as e:

@@ -24,6 +24,7 @@ from typing import Iterable, Iterator
 
 import zstandard
 
+from . import writer
 from .errors import CorruptFileError
 from . import protocol as wire
 from .ttl import codec
@@ -202,6 +203,9 @@ def read(path: str, kind: int, version: int) -> tuple[FileMeta, Iterator[tuple[b
         raise CorruptFileError(path, version, f"truncated ({len(data)} bytes after decompression)")
     magic, fkind, fversion = _HEAD.unpack_from(data, 0)
     if magic not in (MAGIC, MAGIC_2):
+        if magic[:7] == MAGIC[:7] and magic[7:].isdigit() and magic[7:] > MAGIC[7:]:
+            raise writer.too_new(path, version, f"a changelog of format {magic[7:].decode()}",
+                                 f"changelog formats {MAGIC_2[7:].decode()}-{MAGIC[7:].decode()}")
         what = ("a state file of an older ttlstate format" if magic.startswith(b"TTLSTAT")
                 else "not a ttlstate state file")
         raise CorruptFileError(path, version, f"bad magic ({what})")

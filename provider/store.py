@@ -35,6 +35,8 @@ METRIC_EXPIRED_ON_READ = "ttlstateExpiredOnRead"
 METRIC_EXPIRED_INCREMENTAL = "ttlstateExpiredIncremental"
 METRIC_EXPIRED_BY_COMPACTION = "ttlstateExpiredByCompaction"
 METRIC_TTL_MS = "ttlstateTtlMs"
+METRIC_TTL_CLOCK_MS = "ttlstateTtlClockMs"
+METRIC_TTL_EVENT_TIME = "ttlstateTtlEventTime"
 METRIC_OPEN_TRANSACTIONS = "ttlstateOpenTransactions"
 
 
@@ -136,14 +138,19 @@ class Store:
             raise VersionMismatchError(
                 f"{self.store_id}: store is at version {self.version}, asked for {version}")
         direct = not read_only and not self.txns
-        log = None
+        writer = None
         if direct and changelog:
-            log = statefile.ChangelogWriter(os.path.join(self.local_dir, f"txn-{next(self._txn_ids)}.changelog.tmp"),
+            writer = statefile.ChangelogWriter(os.path.join(self.local_dir, f"txn-{next(self._txn_ids)}.changelog.tmp"),
                                             FILE_CHANGELOG, version + 1, self.layout)
-        txn = Txn(self, read_only, batch_ts, log, direct)
+        txn = Txn(self, read_only, batch_ts, writer, direct)
         self.txns.add(txn)
         if direct:
             self.writer = txn
+        if self.ttl_ms and self.ttl.event_time and not read_only:
+            stamped = txn.stamp_unstamped()
+            if stamped:
+                log.info("%s: %d entries written before the watermark started now carry the "
+                          "watermark %d", self.store_id, stamped, txn.now())
         return txn
 
     @engine_errors
@@ -211,7 +218,9 @@ class Store:
         return others + [(METRIC_EXPIRED_ON_READ, txn.expired_on_read),
                 (METRIC_EXPIRED_INCREMENTAL, txn.expired_incremental),
                 (METRIC_EXPIRED_BY_COMPACTION, dropped),
-                (METRIC_TTL_MS, self.ttl_ms)]
+                (METRIC_TTL_MS, self.ttl_ms),
+                (METRIC_TTL_CLOCK_MS, max(txn.now(), 0)),
+                (METRIC_TTL_EVENT_TIME, int(self.ttl.event_time))]
 
     @engine_errors
     def maintain(self) -> None:

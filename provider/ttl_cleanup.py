@@ -11,7 +11,7 @@ import logging
 from rocksdict import BottommostLevelCompaction, CompactOptions, WriteBatch
 
 from .engine import compaction_drops, db_items
-from .ttl import codec, expired
+from .ttl import codec, event_time, expired
 from .ttl.config import TimeCharacteristic
 
 log = logging.getLogger("ttlstate.store")
@@ -105,7 +105,9 @@ def purge_expired(store):
     Open transactions keep their view: they get the pre-images, as in `commit`.
     """
     now = store.batch_ts
-    if store.ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME or now < 0:
+    if store.ttl.event_time:
+        now = event_time.clock(now)
+    elif store.ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME or now < 0:
         now = store.clock.current_timestamp()
     ttl = store.ttl_ms
     if not store.hist.expired_count(ttl, now):

@@ -16,7 +16,7 @@ from . import statefile
 from .engine import db_items, write_keyed_records
 from .errors import TtlstateError
 from .protocol import RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_REMOVE, RECORD_REMOVE_PRESENT
-from .ttl import MAX_TS, codec, expiration_ts, expired_at
+from .ttl import MAX_TS, codec, event_time, expiration_ts, expired_at
 from .ttl.config import StateVisibility, TimeCharacteristic, UpdateType
 from .ttl.histogram import TsHistogram
 from .ttl_cleanup import IncrementalCleanup
@@ -60,9 +60,14 @@ class Txn:
         self.expired_on_read = 0
         if ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME:
             self.now = store.clock.current_timestamp
+        elif ttl.event_time:  # the batch's watermark (0, also when unknown: none yet)
+            fixed = event_time.clock(batch_ts)
+            self.now = lambda: fixed
         else:  # the batch's timestamp; the clock at BEGIN when the JVM does not know it
             fixed = batch_ts if batch_ts >= 0 else store.clock.current_timestamp()
             self.now = lambda: fixed
+        # the timestamp a write carries: the clock, except UNSTAMPED at watermark 0
+        self.stamp = (lambda: event_time.stamp(fixed)) if ttl.event_time else self.now
         self.return_expired = ttl.state_visibility is StateVisibility.RETURN_EXPIRED_IF_NOT_CLEANED_UP
         self.refresh_on_read = ttl.update_type is UpdateType.ON_READ_AND_WRITE and not read_only
         self.cleans = bool(self.ttl_ms) and ttl.incremental_cleanup and not read_only
@@ -136,6 +141,14 @@ class Txn:
     def get(self, key: bytes) -> bytes | None:
         return self.lookup(key)[0]
 
+    def plain_values(self, keys: list[bytes]) -> list[bytes | None] | None:
+        """The values of `keys` in one batched database read, when this transaction reads
+        the database alone (no TTL, no writes of its own in an overlay, no pre-images);
+        None when `lookup` must answer key by key."""
+        if self.ttl_ms or self.overlay or self.shadow:
+            return None
+        return self.store.db.get(keys)
+
     def lookup(self, key: bytes) -> tuple[bytes | None, int]:
         """(value, expiresAt): the value as `get` sees it, and when it expires (the first
         `now` at which it is expired; MAX_TS without TTL). The JVM caches values by it."""
@@ -158,9 +171,11 @@ class Txn:
                 self.remove_stored(key)
                 self.expired_on_read += 1
             return (value if self.return_expired else None), expires_at
-        if self.refresh_on_read and ts != now:
-            self._put_stored(key, codec.encode(now, value))
-            expires_at = expiration_ts(now, self.ttl_ms)
+        if self.refresh_on_read:
+            stamp = self.stamp()
+            if ts != stamp:
+                self._put_stored(key, codec.encode(stamp, value))
+                expires_at = expiration_ts(stamp, self.ttl_ms)
         return value, expires_at
 
     def apply(self, records, encoded: bytes | None = None):
@@ -203,9 +218,22 @@ class Txn:
                 self.key_delta += not present
                 self.overlay[key] = value
             return
-        self._put_stored(key, codec.encode(self.now(), value))
+        self._put_stored(key, codec.encode(self.stamp(), value))
         if self.cleans:
             self.cleanup.accessed(1)
+
+    def stamp_unstamped(self) -> int:
+        """EventTime: give the entries written at watermark 0 (UNSTAMPED) this
+        transaction's watermark, as writes (changelog, histogram); returns how many. Run by
+        a write transaction at BEGIN, before any read, when the clock is past 0."""
+        now = self.now()
+        if self.read_only or not event_time.needs_stamping(now, self.store.hist.counts.get(event_time.UNSTAMPED, 0)):
+            return 0
+        found = [(key, stored) for key, stored in db_items(self.store.db, b"", set())
+                 if codec.timestamp(stored) == event_time.UNSTAMPED]
+        for key, stored in found:
+            self._put_stored(key, codec.encode(now, stored[codec.TS_BYTES:]))
+        return len(found)
 
     def _put_stored(self, key: bytes, stored: bytes):
         if self.direct:

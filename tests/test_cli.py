@@ -412,7 +412,7 @@ def test_inspect_ttl_histogram_and_dump_timestamps(ck):
     [op] = doc["operators"]
     assert doc["keys"] == op["keys"] == last_rows_total(ck.ttl_run) == len(TTL_COUNTS)
     assert op["ttl"] == {"valueLayouts": ["ttl"], "dbTtl": [True], "ttlMs": [HOUR],
-                         "batchTimestampMs": ts[2]}
+                         "batchTimestampMs": ts[2], "clocks": ["BatchTimestamp"]}
     assert sum(s.get("liveKeysAtVersionClock", 0) for s in op["stores"]) == len(TTL_COUNTS)
     assert sum(s.get("liveKeysNow", 0) for s in op["stores"]) == 2
     for s in op["stores"]:

@@ -43,7 +43,7 @@ BAD_VALUES = {
     "ttl": ("ten minutes", ["duration", "30s"]),
     "updateType": ("Sometimes", ["OnCreateAndWrite", "OnReadAndWrite", "Disabled"]),
     "stateVisibility": ("Maybe", ["NeverReturnExpired", "ReturnExpiredIfNotCleanedUp"]),
-    "timeCharacteristic": ("EventTime", ["BatchTimestamp", "ProcessingTime"]),
+    "timeCharacteristic": ("IngestionTime", ["BatchTimestamp", "ProcessingTime", "EventTime"]),
     "cleanup.inBackground": ("yes", ["true or false"]),
     "cleanup.incremental.size": ("0", ["integer from 1 to 1000000"]),
     "cleanup.incremental.everyRecord": ("1", ["true or false"]),

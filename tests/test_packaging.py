@@ -17,6 +17,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 import pytest
@@ -42,10 +43,16 @@ def _source_copy(dest: pathlib.Path) -> pathlib.Path:
     return dest
 
 
+def _ends(text: str, n: int = 3000) -> str:
+    """The head and the tail of a long output (an exception's message starts far from its end)."""
+    return text if len(text) <= 2 * n else f"{text[:n]}\n[...]\n{text[-n:]}"
+
+
 def _run(cmd, cwd=None, env=None, timeout=900) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(map(str, cmd))}: exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, (f"{' '.join(map(str, cmd))}: exit {proc.returncode}\n{_ends(proc.stdout)}\n"
+                                  f"{_ends(proc.stderr)}")
     return proc
 
 
@@ -82,4 +89,38 @@ def test_wheel_from_a_fresh_tree_holds_the_jar_and_runs_the_demo(tmp_path):
 
     demo = _run([py, "-m", "ttlstate.demo", "--ttl", "3 seconds", "--files", "2"],
                 cwd=tmp_path, env=env, timeout=600)
+    assert "counts restarted after the TTL: yes" in demo.stdout, demo.stdout
+
+
+def test_python_m_build_gives_an_sdist_and_a_wheel_that_runs_alone_in_a_fresh_venv(tmp_path):
+    """`python -m build` (the sdist, then the wheel built from the sdist, as `build` does) from
+    a fresh copy of the tree; the wheel, installed with its dependencies (pip's cache or PyPI)
+    into a venv that sees nothing of this environment, runs the demo."""
+    src = _source_copy(tmp_path / "src")
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "build", "--outdir", dist, src], timeout=1800)
+    sdists, wheels = list(dist.glob("ttlstate-*.tar.gz")), list(dist.glob("ttlstate-*.whl"))
+    assert len(sdists) == 1 and len(wheels) == 1, sorted(p.name for p in dist.iterdir())
+    with tarfile.open(sdists[0]) as t:
+        members = t.getnames()
+    assert any(m.endswith("/provider/jars/ttlstate-shim.jar") for m in members), members
+    assert any(m.endswith("/buildsys/ttlstate_build.py") for m in members), members
+    with zipfile.ZipFile(wheels[0]) as z:
+        assert JAR_ENTRY in z.namelist()
+        with z.open(JAR_ENTRY) as jar, zipfile.ZipFile(jar) as j:
+            manifest = j.read("META-INF/MANIFEST.MF").decode()
+            assert "io/ttlstate/spark/TtlStateStoreProvider.class" in j.namelist()
+    import ttlstate
+    assert f"Implementation-Version: {ttlstate.__version__}" in manifest, manifest
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", venv])  # no system site-packages: only the wheel and its deps
+    py = venv / "bin" / "python"
+    _run([py, "-m", "pip", "install", "-q", wheels[0]], timeout=1800)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "SPARK_HOME")}
+    where = _run([py, "-c", "import ttlstate, pyspark; print(ttlstate.__file__); print(pyspark.__file__)"],
+                 cwd=tmp_path, env=env)
+    assert all(pathlib.Path(p).is_relative_to(venv) for p in where.stdout.split()), where.stdout
+    demo = _run([py, "-m", "ttlstate.demo", "--ttl", "3 seconds", "--files", "2"],
+                cwd=tmp_path, env=env, timeout=900)
     assert "counts restarted after the TTL: yes" in demo.stdout, demo.stdout

@@ -48,7 +48,7 @@ BAD_VALUES = {
     "ttl": ("ten minutes", "duration"),
     "updateType": ("OnRead", "OnCreateAndWrite, OnReadAndWrite, Disabled"),
     "stateVisibility": ("Always", "NeverReturnExpired, ReturnExpiredIfNotCleanedUp"),
-    "timeCharacteristic": ("EventTime", "BatchTimestamp, ProcessingTime"),
+    "timeCharacteristic": ("IngestionTime", "BatchTimestamp, ProcessingTime, EventTime"),
     "cleanup.inBackground": ("yes", "true or false"),
     "cleanup.incremental.size": ("0", "1 to 1000000"),
     "cleanup.incremental.everyRecord": ("1", "true or false"),
@@ -177,3 +177,32 @@ def test_ttl_on_join_state_needs_spark_to_skip_expired_rows():
     assert conf.ttl_settings({**ttl, conf.SKIP_NULLS_KEY: "true"}, 2, "left-keyWithIndexToValue").ttl_ms == 1000
     assert conf.ttl_settings(ttl, 2, "default").ttl_ms == 1000  # not a join store
     assert conf.ttl_settings(ttl, 1, "left-keyWithIndexToValue").ttl_ms == 0  # no TTL there
+
+
+def test_event_time_from_the_builder_a_profile_and_overrides(tmp_path):
+    c = TtlConfig.new_builder("7d").use_event_time().build()
+    assert c.time_characteristic is TimeCharacteristic.EVENT_TIME and c.event_time
+    assert c == TtlConfig.new_builder("7d").set_time_characteristic("eventtime").build()
+    assert c.to_conf()[PREFIX + "timeCharacteristic"] == "EventTime"
+    assert resolve(c.to_conf(), operator=3) == c
+    # the compaction filter (wall-clock write time) is never on under EventTime
+    assert c.compaction_filter and c.cleanup_in_background and not c.compaction_cleanup
+    assert TtlConfig.new_builder("7d").build().compaction_cleanup
+    f = tmp_path / "profiles.toml"
+    f.write_text('[profiles.backfill]\nttl = "7d"\n'
+                 '[profiles.backfill.operator.1]\ntimeCharacteristic = "EventTime"\n')
+    profile = load_profiles(str(f))["backfill"]
+    assert resolve(profile, operator=1).event_time
+    assert not resolve(profile, operator=0).event_time
+    store = {PREFIX + "ttl": "1h", PREFIX + "timeCharacteristic": "EventTime",
+             PREFIX + "operator.0.store.right-keyToNumValues.timeCharacteristic": "BatchTimestamp"}
+    assert resolve(store, operator=0, store="left-keyToNumValues").event_time
+    assert not resolve(store, operator=0, store="right-keyToNumValues").event_time
+
+
+def test_the_worker_tells_the_jvm_which_clock_to_send():
+    from ttlstate.worker import _view_settings
+    on = _view_settings(TtlConfig.new_builder("1h").use_event_time().build())
+    assert on["ttl.eventTime"] and not on["ttl.batchClock"]
+    assert not _view_settings(TtlConfig.new_builder("1h").build())["ttl.eventTime"]
+    assert not _view_settings(TtlConfig(time_characteristic=TimeCharacteristic.EVENT_TIME))["ttl.eventTime"]

@@ -80,6 +80,24 @@ def write_batches(directory, batches: Sequence[Batch]) -> pathlib.Path:
     return pathlib.Path(directory)
 
 
+EventBatch = Sequence[tuple[str, int, float]]  # (key, value, event time: hours after BASE_TS)
+
+
+def write_event_batches(directory, batches: Sequence[EventBatch], start: int = 0,
+                        stop: int | None = None) -> pathlib.Path:
+    """One file per batch (files[start:stop]), each row with its own event time."""
+    files = [[{"key": k, "value": int(v),
+               "ts": (st.BASE_TS + dt.timedelta(hours=h)).strftime("%Y-%m-%d %H:%M:%S")}
+              for k, v, h in rows] for rows in batches]
+    st.write_files(directory, files, start, stop)
+    return pathlib.Path(directory)
+
+
+def event_ms(hours: float) -> int:
+    """Epoch milliseconds of the event time `hours` after BASE_TS (UTC)."""
+    return int((st.BASE_TS.replace(tzinfo=dt.timezone.utc) + dt.timedelta(hours=hours)).timestamp() * 1000)
+
+
 # ---------------------------------------------------------------------------------------
 # The queries (module-level: a subprocess spec names them)
 
@@ -111,11 +129,36 @@ def dedup_then_count(df):
             .agg(F.count("*").alias("n")))
 
 
+WATERMARK_DELAY = "1 minute"
+
+
+def _watermarked(df):
+    return df.withWatermark("ts", WATERMARK_DELAY)
+
+
+def count_by_key_wm(df):
+    """count_by_key with an event-time watermark (no time in the key: Spark evicts nothing)."""
+    return count_by_key(_watermarked(df))
+
+
+def dedup_key_wm(df):
+    """dedup_key with an event-time watermark (`ts` not in the key: Spark evicts nothing)."""
+    return dedup_key(_watermarked(df))
+
+
+def join_by_key_wm(left, right):
+    """join_by_key with a watermark on each side (no time condition: Spark evicts nothing)."""
+    return join_by_key(_watermarked(left), _watermarked(right))
+
+
 QUERIES: dict[str, tuple[Callable, str]] = {
     "dedup_key": (dedup_key, "append"),
     "count_by_key": (count_by_key, "update"),
     "join_by_key": (join_by_key, "append"),
     "dedup_then_count": (dedup_then_count, "update"),
+    "count_by_key_wm": (count_by_key_wm, "update"),
+    "dedup_key_wm": (dedup_key_wm, "append"),
+    "join_by_key_wm": (join_by_key_wm, "append"),
 }
 
 
@@ -414,30 +457,55 @@ class ModelStore:
             self.expired_on_read += 1
             return value if self.visibility == RETURN else None
         if self.update == ON_READ and self.ttl > 0:
-            self.entries[k] = (value, now)
+            self.entries[k] = (value, self._stamp(now))
         return value
 
     def put(self, k, value, now: int):
-        self.entries[k] = (value, now)
+        self.entries[k] = (value, self._stamp(now))
+
+    def _stamp(self, now: int):
+        return now
+
+    def begin_batch(self, now: int):
+        """A batch at clock `now` begins (nothing to do on the batch clock)."""
 
     def live(self, now: int) -> int:
         return sum(1 for _, ts in self.entries.values() if not self._expired(ts, now))
 
 
+class EventTimeModelStore(ModelStore):
+    """ModelStore on the event-time clock (`now` is the batch's watermark): an entry written
+    at watermark 0 has no time yet (None) and never expires until the first batch at a
+    watermark past 0 gives it that watermark."""
+
+    def _expired(self, ts, now: int) -> bool:
+        return ts is not None and super()._expired(ts, now)
+
+    def _stamp(self, now: int):
+        return now if now > 0 else None
+
+    def begin_batch(self, now: int):
+        if now > 0:
+            for k, (v, ts) in list(self.entries.items()):
+                if ts is None:
+                    self.entries[k] = (v, now)
+
+
 def _once_per_batch(batch: Batch):
-    ks = [k for k, _ in batch]
+    ks = [k for k, *_ in batch]
     assert len(ks) == len(set(ks)), f"a key twice in one batch makes the order matter: {batch}"
 
 
-def model_dedup_key(batches: Sequence[Batch], ts: dict[int, int], **store_kw):
+def model_dedup_key(batches: Sequence[Batch], ts: dict[int, int], store_cls=ModelStore, **store_kw):
     """(rows of each batch, live keys after each batch, the store) of `dedup_key`."""
-    store = ModelStore(**store_kw)
+    store = store_cls(**store_kw)
     out, live = {}, {}
     for b, batch in enumerate(batches):
         _once_per_batch(batch)
         now = ts[b]
+        store.begin_batch(now)
         rows = []
-        for k, v in batch:
+        for k, v, *_ in batch:
             if store.get(k, now) is None:
                 store.put(k, True, now)
                 rows.append((k, v))
@@ -457,47 +525,59 @@ def _add_counts(store: "ModelStore", counts: collections.Counter, now: int) -> l
     return st.sort_rows(rows)
 
 
-def model_count_by_key(batches: Sequence[Batch], ts: dict[int, int], **store_kw):
-    store = ModelStore(**store_kw)
+def model_count_by_key(batches: Sequence[Batch], ts: dict[int, int], store_cls=ModelStore, **store_kw):
+    store = store_cls(**store_kw)
     out, live = {}, {}
     for b, batch in enumerate(batches):
         now = ts[b]
-        counts = collections.Counter(k for k, _ in batch)
+        store.begin_batch(now)
+        counts = collections.Counter(k for k, *_ in batch)
         out[b] = _add_counts(store, counts, now)
         live[b] = store.live(now)
     return out, live, store
 
 
 def model_join_by_key(left: Sequence[Batch], right: Sequence[Batch], ts: dict[int, int],
-                      left_ttl: int | None = None, right_ttl: int | None = None):
+                      left_ttl: int | None = None, right_ttl: int | None = None,
+                      event_time: bool = False):
     """Spark's symmetric hash join (state format 2) with a TTL per side: a batch's left rows
     probe the right state first, then its right rows probe the left state (which holds
     this batch's left rows). Every buffered row expires on its own. A buffered row that
     joins for the first time is rewritten by Spark (its matched flag), which is a write:
-    its timestamp is refreshed."""
+    its timestamp is refreshed. `event_time`: `ts` are watermarks, and a row written at
+    watermark 0 has no time (None) until the first batch at a watermark past 0."""
     state: dict[str, dict[str, list[list]]] = {"l": {}, "r": {}}  # key -> [value, ts, matched]
     ttls = {"l": left_ttl or 0, "r": right_ttl or 0}
 
+    def stamp(now):
+        return None if event_time and now <= 0 else now
+
     def probe(side, k, now):
         ttl = ttls[side]
-        live = [e for e in state[side].get(k, []) if not (ttl and expired(e[1], ttl, now))]
+        live = [e for e in state[side].get(k, [])
+                if not (ttl and e[1] is not None and expired(e[1], ttl, now))]
         for e in live:
             if not e[2]:
-                e[1], e[2] = now, True
+                e[1], e[2] = stamp(now), True
         return [e[0] for e in live]
 
     out = {}
     for b in range(len(left)):
         now = ts[b]
+        if event_time and now > 0:
+            for side in state.values():
+                for entries in side.values():
+                    for e in entries:
+                        e[1] = now if e[1] is None else e[1]
         rows = []
-        for k, v in left[b]:
+        for k, v, *_ in left[b]:
             matches = probe("r", k, now)
             rows.extend((k, v, rv) for rv in matches)
-            state["l"].setdefault(k, []).append([v, now, bool(matches)])
-        for k, v in right[b]:
+            state["l"].setdefault(k, []).append([v, stamp(now), bool(matches)])
+        for k, v, *_ in right[b]:
             matches = probe("l", k, now)
             rows.extend((k, lv, v) for lv in matches)
-            state["r"].setdefault(k, []).append([v, now, bool(matches)])
+            state["r"].setdefault(k, []).append([v, stamp(now), bool(matches)])
         out[b] = st.sort_rows(rows)
     return out
 
@@ -528,6 +608,17 @@ def batch_timestamps(checkpoint) -> dict[int, int]:
         if f.name.isdigit():
             lines = f.read_text().splitlines()
             out[int(f.name)] = int(json.loads(lines[1])["batchTimestampMs"])
+    return dict(sorted(out.items()))
+
+
+def batch_watermarks(checkpoint) -> dict[int, int]:
+    """batchWatermarkMs of every batch in the offset log (the EventTime TTL clock)."""
+    out = {}
+    d = pathlib.Path(checkpoint) / "offsets"
+    for f in d.iterdir() if d.is_dir() else []:
+        if f.name.isdigit():
+            lines = f.read_text().splitlines()
+            out[int(f.name)] = int(json.loads(lines[1])["batchWatermarkMs"])
     return dict(sorted(out.items()))
 
 

@@ -38,6 +38,7 @@ class StateVisibility(enum.Enum):
 class TimeCharacteristic(enum.Enum):
     BATCH_TIMESTAMP = "BatchTimestamp"
     PROCESSING_TIME = "ProcessingTime"
+    EVENT_TIME = "EventTime"
 
 
 # The value parsers and the Setting type are ttlstate's own (`ttlstate.values`), shared with
@@ -59,7 +60,9 @@ SETTINGS: tuple[Setting, ...] = (
     _ttl("stateVisibility", "state_visibility", values.enum_of(StateVisibility), "NeverReturnExpired",
             "Whether expired entries that are not cleaned up yet may still be returned."),
     _ttl("timeCharacteristic", "time_characteristic", values.enum_of(TimeCharacteristic), "BatchTimestamp",
-            "The clock: the micro-batch's logical timestamp (replay-safe) or the wall clock."),
+            "The clock: the micro-batch's logical timestamp (replay-safe), the wall clock, or "
+            "the query's event-time watermark of the micro-batch (replay-safe; the query needs "
+            "a watermark, and RocksDB's TTL compaction filter, a wall-clock cleanup, is off)."),
     _ttl("cleanup.inBackground", "cleanup_in_background", values.boolean, "true",
             "Turn on the default background cleanup strategies."),
     _ttl("cleanup.incremental.size", "incremental_size", values.int_between(1, 1_000_000), "5",
@@ -114,8 +117,17 @@ class TtlConfig:
         return self.enabled and self.cleanup_in_background
 
     @property
+    def event_time(self) -> bool:
+        """The clock is the query's event-time watermark (`ttlstate.ttl.event_time`)."""
+        return self.time_characteristic is TimeCharacteristic.EVENT_TIME
+
+    @property
     def compaction_cleanup(self) -> bool:
-        return self.enabled and self.cleanup_in_background and self.compaction_filter
+        """RocksDB's TTL compaction filter is on. Never under EventTime: the filter ages
+        entries by the wall clock, which says nothing about the watermark (a stalled stream,
+        or a backfill, keeps event time still while the wall clock runs)."""
+        return (self.enabled and self.cleanup_in_background and self.compaction_filter
+                and not self.event_time)
 
     @staticmethod
     def new_builder(ttl: str | int) -> "TtlConfigBuilder":
@@ -160,6 +172,10 @@ class TtlConfigBuilder:
 
     def set_time_characteristic(self, characteristic) -> "TtlConfigBuilder":
         return self._set("timeCharacteristic", characteristic)
+
+    def use_event_time(self) -> "TtlConfigBuilder":
+        """The clock is the query's event-time watermark (`timeCharacteristic=EventTime`)."""
+        return self._set("timeCharacteristic", TimeCharacteristic.EVENT_TIME)
 
     def cleanup_incrementally(self, size: int, every_record: bool = False) -> "TtlConfigBuilder":
         self._set("cleanup.incremental.size", str(size))

@@ -75,6 +75,11 @@ public final class StoreMetrics {
             "ttlstate: other transactions open on the store's worker at commit (0 unless a read store was never ended)");
     /** The same setting in every store, so the maximum, not the sum, over stores and tasks. */
     static final MaxMetric TTL_MS = new MaxMetric("ttlstateTtlMs", "ttlstate: state TTL in force (ms)");
+    /** The TTL clock of the batch (the same in every store of a batch, so the maximum). */
+    static final MaxMetric TTL_CLOCK_MS = new MaxMetric("ttlstateTtlClockMs",
+            "ttlstate: the TTL clock of the batch (ms since the epoch): its event-time watermark under EventTime, its timestamp under BatchTimestamp");
+    static final MaxMetric TTL_EVENT_TIME = new MaxMetric("ttlstateTtlEventTime",
+            "ttlstate: 1 when the TTL clock is the event-time watermark (timeCharacteristic=EventTime), else 0");
 
     /** Latency tracking ({@code latencyTracking.enabled}): percentiles of the store's sampled accesses. */
     static final MaxMetric GET_P50 = new MaxMetric("ttlstateLatencyGetP50Micros",
@@ -91,7 +96,8 @@ public final class StoreMetrics {
 
     /** The metrics the worker reports by name in STATS and COMMIT replies. */
     static final List<StateStoreCustomMetric> WORKER = List.of(
-            EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS, OPEN_TRANSACTIONS);
+            EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS, OPEN_TRANSACTIONS,
+            TTL_CLOCK_MS, TTL_EVENT_TIME);
     private static final Map<String, Integer> WORKER_INDEX = WORKER.stream().collect(
             Collectors.toMap(StateStoreCustomMetric::name, WORKER::indexOf));
     /** Undeclared names the worker sent, each logged once. */
@@ -101,7 +107,7 @@ public final class StoreMetrics {
             COMMIT_MS, LOAD_MS, CHECKPOINT_LOADS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, REUSED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
             CACHE_HITS, CACHE_MISSES, FILTER_SKIPS, RESIDENT_SCANS, PREFETCHED, CACHE_BYTES,
             EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS, OPEN_TRANSACTIONS,
-            GET_P50, GET_P99, PUT_P50, PUT_P99, COMMIT_MAX);
+            TTL_CLOCK_MS, TTL_EVENT_TIME, GET_P50, GET_P99, PUT_P50, PUT_P99, COMMIT_MAX);
 
     public final AtomicLong commitMs = new AtomicLong();
     public final AtomicLong loadMs = new AtomicLong();
@@ -119,8 +125,9 @@ public final class StoreMetrics {
     public final AtomicLong prefetched = new AtomicLong();
     public final AtomicLong cacheBytes = new AtomicLong();
     private final AtomicLongArray worker = new AtomicLongArray(WORKER.size());
-    /** This store's own key for {@link #TTL_MS} (see {@link MaxMetric}). */
-    private final StateStoreCustomMetric ttlMsKey = TTL_MS.forStore();
+    /** This store's own keys of the worker's {@link MaxMetric}s (see {@link MaxMetric}), by index in {@link #WORKER}. */
+    private final StateStoreCustomMetric[] workerKeys = WORKER.stream()
+            .map(w -> w instanceof MaxMetric ? ((MaxMetric) w).forStore() : w).toArray(StateStoreCustomMetric[]::new);
     /** Sampled get and put latencies; null unless latency tracking is on. */
     public LatencyTracker gets;
     public LatencyTracker puts;
@@ -206,8 +213,7 @@ public final class StoreMetrics {
         m = m.updated(PREFETCHED, (Object) prefetched.get());
         m = m.updated(CACHE_BYTES, (Object) cacheBytes.get());
         for (int i = 0; i < WORKER.size(); i++) {
-            StateStoreCustomMetric key = WORKER.get(i) == TTL_MS ? ttlMsKey : WORKER.get(i);
-            m = m.updated(key, (Object) worker.get(i));
+            m = m.updated(workerKeys[i], (Object) worker.get(i));
         }
         long[] latency = gets == null ? new long[LATENCY.size()] : new long[] {
             gets.percentileMicros(0.5), gets.percentileMicros(0.99), puts.percentileMicros(0.5),

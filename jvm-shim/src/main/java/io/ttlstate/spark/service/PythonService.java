@@ -230,6 +230,7 @@ public final class PythonService {
             }
         }
         init.append("executorCores=").append(executorCores(env)).append('\n');
+        init.append("sparkVersion=").append(io.ttlstate.spark.compat.SparkCompat.SPARK_VERSION).append('\n');
         init.append('\n');
         try {
             stdin.write(init.toString().getBytes(StandardCharsets.UTF_8));

@@ -21,9 +21,11 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The TTL clock: the logical timestamp of a micro-batch, {@code batchTimestampMs} in the
- * metadata line (the second) of the query's offset log {@code <checkpointLocation>/offsets/<batchId>}.
- * {@code StateStoreId.checkpointRootLocation()} is {@code <checkpointLocation>/state}.
+ * The TTL clocks of a micro-batch, from the metadata line (the second) of the query's offset
+ * log {@code <checkpointLocation>/offsets/<batchId>}: its logical timestamp
+ * {@code batchTimestampMs} ({@code BatchTimestamp}) and its event-time watermark
+ * {@code batchWatermarkMs} ({@code EventTime}). {@code StateStoreId.checkpointRootLocation()}
+ * is {@code <checkpointLocation>/state}.
  *
  * <p>The batch is the task's {@code streaming.sql.batchId} property, else the store version
  * (batch v uses version v). Timestamps found are cached per executor by checkpoint, query run
@@ -34,10 +36,13 @@ final class BatchClock {
     private static final Logger LOG = LoggerFactory.getLogger(BatchClock.class);
     static final String BATCH_ID_PROPERTY = "streaming.sql.batchId";
     private static final Pattern TIMESTAMP = Pattern.compile("\"batchTimestampMs\"\\s*:\\s*(-?\\d+)");
+    private static final Pattern WATERMARK = Pattern.compile("\"batchWatermarkMs\"\\s*:\\s*(-?\\d+)");
+    /** Both clocks unknown (no offset log file). */
+    static final Times UNKNOWN = new Times(-1, -1);
     private static final int MAX_CACHED = 256;
 
-    /** "checkpoint root|run id|batchId" to timestamp. */
-    private static final Map<String, Long> CACHE = lru(MAX_CACHED);
+    /** "checkpoint root|run id|batchId" to the batch's clocks. */
+    private static final Map<String, Times> CACHE = lru(MAX_CACHED);
     /** Checkpoint roots whose missing timestamp was logged already. */
     private static final Set<String> LOGGED = Collections.newSetFromMap(lru(MAX_CACHED));
 
@@ -52,21 +57,37 @@ final class BatchClock {
         });
     }
 
-    /** The timestamp of the batch using {@code version} of a store under {@code checkpointRoot}, or -1. */
-    static long batchTimestampMs(String checkpointRoot, long version, Configuration hadoopConf) {
+    /** A batch's clocks (ms): its timestamp and its event-time watermark; -1 each when unknown. */
+    static final class Times {
+        final long timestampMs;
+        final long watermarkMs;
+
+        Times(long timestampMs, long watermarkMs) {
+            this.timestampMs = timestampMs;
+            this.watermarkMs = watermarkMs;
+        }
+
+        /** The TTL clock a store uses: the watermark under EventTime, else the timestamp. */
+        long ttlClock(boolean eventTime) {
+            return eventTime ? watermarkMs : timestampMs;
+        }
+    }
+
+    /** The clocks of the batch using {@code version} of a store under {@code checkpointRoot}, or {@link #UNKNOWN}. */
+    static Times batchTimes(String checkpointRoot, long version, Configuration hadoopConf) {
         long batchId = batchId(version);
         String runId = hadoopConf.get(SparkCompat.RUN_ID_KEY, "");
         String key = checkpointRoot + "|" + runId + "|" + batchId;
-        Long cached = CACHE.get(key);
+        Times cached = CACHE.get(key);
         if (cached != null) {
             return cached;
         }
         Path offsets = new Path(new Path(checkpointRoot).getParent(), "offsets/" + batchId);
         String problem;
         try {
-            long ts = read(offsets, hadoopConf);
-            CACHE.put(key, ts);
-            return ts;
+            Times times = read(offsets, hadoopConf);
+            CACHE.put(key, times);
+            return times;
         } catch (FileNotFoundException e) {
             problem = "no offset log file";
         } catch (IOException | RuntimeException e) {
@@ -74,10 +95,10 @@ final class BatchClock {
         }
         if (LOGGED.add(checkpointRoot)) {
             LOG.info("No batch timestamp for the state under {} ({} {}); its TTL clock is the worker's"
-                    + " wall clock whenever this happens (logged once per checkpoint)",
-                    checkpointRoot, problem, offsets);
+                    + " wall clock whenever this happens, or no watermark yet under EventTime"
+                    + " (logged once per checkpoint)", checkpointRoot, problem, offsets);
         }
-        return -1;
+        return UNKNOWN;
     }
 
     private static long batchId(long version) {
@@ -93,16 +114,18 @@ final class BatchClock {
         return version;
     }
 
-    private static long read(Path offsets, Configuration hadoopConf) throws IOException {
+    private static Times read(Path offsets, Configuration hadoopConf) throws IOException {
         try (FSDataInputStream in = offsets.getFileSystem(hadoopConf).open(offsets);
              BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
             String version = r.readLine();
             String metadata = r.readLine();
-            Matcher m = metadata == null ? null : TIMESTAMP.matcher(metadata);
-            if (version == null || m == null || !m.find()) {
+            Matcher ts = metadata == null ? null : TIMESTAMP.matcher(metadata);
+            if (version == null || ts == null || !ts.find()) {
                 throw new IOException("no batchTimestampMs on the second line");
             }
-            return Long.parseLong(m.group(1));
+            Matcher wm = WATERMARK.matcher(metadata);
+            // Spark always writes batchWatermarkMs (0 until the query has a watermark)
+            return new Times(Long.parseLong(ts.group(1)), wm.find() ? Long.parseLong(wm.group(1)) : 0);
         }
     }
 }

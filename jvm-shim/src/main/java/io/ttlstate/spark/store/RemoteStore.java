@@ -149,7 +149,7 @@ public final class RemoteStore {
     /** The write store of {@code version} (checkpoint id {@code id}; null: any). */
     public StateStore writeStore(long version, String id, boolean forceSnapshotOnCommit) {
         StoreMetrics metrics = new StoreMetrics();
-        Prepared p = prepare(version, id, false, batchTimestampMs(version), metrics, -1);
+        Prepared p = prepare(version, id, false, batchTimes(version), metrics, -1);
         LOG.debug("Opened write store of version {} for {}", version, this);
         WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, new KeyCodec(keySchema, numPrefixCols),
                 metrics, valueSchema.length(), forceSnapshotOnCommit, checkpointIds);
@@ -162,7 +162,7 @@ public final class RemoteStore {
     /** A read store of {@code version} (checkpoint id {@code id}; null: any). */
     public ReadStateStore readStore(long version, String id) {
         StoreMetrics metrics = new StoreMetrics();
-        Prepared p = prepare(version, id, true, batchTimestampMs(version), metrics, -1);
+        Prepared p = prepare(version, id, true, batchTimes(version), metrics, -1);
         return new ReadStore(this, version, p.txn, new KeyCodec(keySchema, numPrefixCols), metrics,
                 valueSchema.length());
     }
@@ -174,7 +174,7 @@ public final class RemoteStore {
      */
     public ReadStateStore replayStore(long snapshotVersion, long version, String id, boolean readOnly) {
         StoreMetrics metrics = new StoreMetrics();
-        Prepared p = prepare(version, id, readOnly, batchTimestampMs(version), metrics, snapshotVersion);
+        Prepared p = prepare(version, id, readOnly, batchTimes(version), metrics, snapshotVersion);
         KeyCodec codec = new KeyCodec(keySchema, numPrefixCols);
         if (readOnly) {
             return new ReadStore(this, version, p.txn, codec, metrics, valueSchema.length());
@@ -214,9 +214,9 @@ public final class RemoteStore {
         return StoreCheckpoint.readChangelog(conn, c, fromRecord, maxRecords);
     }
 
-    /** The TTL clock of the batch that uses {@code version} (read outside the monitor). */
-    private long batchTimestampMs(long version) {
-        return BatchClock.batchTimestampMs(stateStoreId.checkpointRootLocation(), version, hadoopConf);
+    /** The TTL clocks of the batch that uses {@code version} (read outside the monitor). */
+    private BatchClock.Times batchTimes(long version) {
+        return BatchClock.batchTimes(stateStoreId.checkpointRootLocation(), version, hadoopConf);
     }
 
     /** A transaction on a version and that version's checkpoint id. */
@@ -232,10 +232,11 @@ public final class RemoteStore {
 
     /**
      * Connects and opens the store if needed, loads {@code version} (of checkpoint id
-     * {@code id}, if given) unless it is loaded, and BEGINs; {@code batchTimestampMs} goes
-     * with both. A read store's load cost is handed to the next write store's metrics.
+     * {@code id}, if given) unless it is loaded, and BEGINs; the store's TTL clock of the
+     * batch (its watermark under EventTime, else its timestamp; known once the store is
+     * open) goes with both. A read store's load cost is handed to the next write store's metrics.
      */
-    private synchronized Prepared prepare(long version, String id, boolean readOnly, long batchTimestampMs,
+    private synchronized Prepared prepare(long version, String id, boolean readOnly, BatchClock.Times times,
                                           StoreMetrics metrics, long fromSnapshot) {
         closed = false;
         if (!readOnly && writer != null && writer.isUpdating()) {
@@ -248,6 +249,7 @@ public final class RemoteStore {
         for (int attempt = 0; ; attempt++) {
             try {
                 ensureOpen(metrics);
+                long batchTimestampMs = times.ttlClock(settings.ttlEventTime);
                 if (fromSnapshot >= 0 || loadedVersion != version || (id != null && !id.equals(loadedId))) {
                     load(version, id, batchTimestampMs, metrics, fromSnapshot);
                     if (readOnly) {

@@ -26,6 +26,8 @@ final class StoreSettings {
     final boolean ttlRefreshOnRead;
     /** TTL's clock is the batch timestamp (else the worker's wall clock at each access). */
     final boolean ttlBatchClock;
+    /** TTL is on and its clock is the batch's event-time watermark ({@code batchWatermarkMs}). */
+    final boolean ttlEventTime;
     /** The worker's incremental cleanup counts state accesses (so reads the JVM answers are reported). */
     final boolean ttlCountsAccesses;
     /** Sample every n-th get and put for the latency metrics; 0: latency tracking is off. */
@@ -43,6 +45,7 @@ final class StoreSettings {
         ttlMs = number(resolved, "ttl.ms");
         ttlRefreshOnRead = flag(resolved, "ttl.refreshOnRead");
         ttlBatchClock = flag(resolved, "ttl.batchClock");
+        ttlEventTime = flag(resolved, "ttl.eventTime");
         ttlCountsAccesses = flag(resolved, "ttl.countsAccesses");
         latencySampleInterval = flag(resolved, "latencyTracking.enabled")
                 ? (int) number(resolved, "latencyTracking.sampleInterval") : 0;
@@ -51,7 +54,8 @@ final class StoreSettings {
     /**
      * Whether a transaction with batch timestamp {@code batchTimestampMs} may use the JVM's
      * view (cache and filter): the JVM must know the transaction's clock, which it does
-     * without TTL and with the batch clock of a known batch.
+     * without TTL and with the batch clock of a known batch. Never under EventTime: the worker
+     * stamps the entries written before the watermark started on its own (docs/PROTOCOL.md).
      */
     boolean viewUsable(long batchTimestampMs) {
         return ttlMs == 0 || (ttlBatchClock && batchTimestampMs >= 0);

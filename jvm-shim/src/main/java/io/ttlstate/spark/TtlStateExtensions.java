@@ -1,0 +1,94 @@
+package io.ttlstate.spark;
+
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.catalyst.plans.logical.EventTimeWatermark;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.internal.SQLConf;
+import scala.Function1;
+import scala.runtime.AbstractFunction1;
+import scala.runtime.BoxedUnit;
+
+/**
+ * ttlstate's Spark session extensions, {@code spark.sql.extensions=io.ttlstate.spark.TtlStateExtensions}
+ * ({@code ttlstate.configure} sets it): one check rule, which refuses a streaming query whose
+ * ttlstate TTL runs on event time ({@code ...ttlstate.[operator.<id>.[store.<name>.]]timeCharacteristic=EventTime})
+ * but which has no event-time watermark ({@code withWatermark}): its TTL clock would stay at 0
+ * and nothing would ever expire. Spark runs check rules when it analyses a plan, so the query
+ * fails before it starts, with {@code TTLSTATE_INVALID_CONF} naming the key, the value and
+ * the reason. Only streaming plans with a stateful operator that run with the ttlstate
+ * provider are checked.
+ */
+public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
+    private static final String PREFIX = "spark.sql.streaming.stateStore.ttlstate.";
+    private static final String SETTING = "timeCharacteristic";
+    private static final String PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass";
+    /** Logical operators Spark runs with state when their input is a stream (and Join, stream-stream). */
+    private static final Set<String> STATEFUL = Set.of("Aggregate", "Deduplicate", "DeduplicateWithinWatermark",
+            "FlatMapGroupsWithState", "FlatMapGroupsInPandasWithState");
+
+    @Override
+    public BoxedUnit apply(SparkSessionExtensions extensions) {
+        extensions.injectCheckRule(fn(session -> fn(plan -> {
+            check(plan);
+            return BoxedUnit.UNIT;
+        })));
+        return BoxedUnit.UNIT;
+    }
+
+    /** Throws {@link InvalidConfException} if {@code plan} is a stateful stream with EventTime TTL and no watermark. */
+    static void check(LogicalPlan plan) {
+        if (!plan.isStreaming()) {
+            return;
+        }
+        SQLConf conf = SQLConf.get();
+        if (!TtlStateStoreProvider.class.getName().equals(conf.getConfString(PROVIDER_KEY, ""))) {
+            return;
+        }
+        Map.Entry<String, String> eventTime = null;
+        for (Map.Entry<String, String> e : new TreeMap<>(scala.jdk.javaapi.CollectionConverters.asJava(
+                conf.getAllConfs())).entrySet()) {
+            String k = e.getKey();
+            boolean isSetting = k.equals(PREFIX + SETTING)
+                    || (k.startsWith(PREFIX + "operator.") && k.endsWith("." + SETTING));
+            if (isSetting && e.getValue().trim().equalsIgnoreCase("EventTime")) {
+                eventTime = e;
+                break;
+            }
+        }
+        if (eventTime == null || plan.find(fn(p -> p instanceof EventTimeWatermark)).isDefined()) {
+            return;
+        }
+        scala.Option<LogicalPlan> op = plan.find(fn(TtlStateExtensions::stateful));
+        if (op.isDefined()) {
+            throw new InvalidConfException(ErrorClasses.INVALID_CONF + ": Invalid value '" + eventTime.getValue()
+                    + "' for " + eventTime.getKey() + ": TTL on event time needs the query's event-time"
+                    + " watermark, and this streaming query has none (its stateful operator "
+                    + op.get().nodeName() + " would keep a TTL clock of 0, so nothing would ever expire);"
+                    + " add one with withWatermark(eventTimeColumn, delay), or use BatchTimestamp or ProcessingTime");
+        }
+    }
+
+    private static boolean stateful(LogicalPlan p) {
+        if (!p.isStreaming()) {
+            return false;
+        }
+        if (p.nodeName().equals("Join")) { // stream-stream: both sides are buffered in state
+            return p.children().forall(fn(LogicalPlan::isStreaming));
+        }
+        return STATEFUL.contains(p.nodeName());
+    }
+
+    /** A Scala function from a Java one. */
+    private static <A, B> Function1<A, B> fn(java.util.function.Function<A, B> f) {
+        return new AbstractFunction1<A, B>() {
+            @Override
+            public B apply(A a) {
+                return f.apply(a);
+            }
+        };
+    }
+}
