@@ -125,3 +125,56 @@ def _plan_v2(files, version: int, id: str) -> Plan:
         changelogs.append(c)
         v, vid = v - 1, c.base_id
     return Plan(version, None, tuple(reversed(changelogs)))
+
+
+def changelogs(files, first: int, version: int, id: str | None = None,
+               v2: bool | None = None) -> tuple[tuple, str | None, str | None]:
+    """The changelogs of versions `first` to `version` (a change feed's range), oldest first:
+    format v1 each version's, format v2 those of the lineage of `(version, id)` (None: the
+    most recently written file of `version`); with the id of `version` and of `first - 1`
+    (None in v1). Raises MissingFile naming the first one missing."""
+    if v2 is None:
+        v2 = id is not None or any(f.id is not None and f.version == version for f in files)
+    if not v2:
+        v1 = {f.version: f for f in files if f.id is None and f.kind == CHANGELOG}
+        out = []
+        for v in range(max(first, 1), version + 1):
+            if v not in v1:
+                raise MissingFile(name(v, CHANGELOG), v, version)
+            out.append(v1[v])
+        return tuple(out), None, None
+    if id is None and version > 0:
+        newest = newest_v2(files, version)
+        if newest is None:
+            raise MissingFile(f"{version}_*", version, version)
+        id = newest.id
+    by_id = {(f.version, f.id): f for f in files if f.id is not None and f.kind == CHANGELOG}
+    out = []
+    vid = id
+    for v in range(version, max(first, 1) - 1, -1):
+        c = by_id.get((v, vid))
+        if c is None:
+            raise MissingFile(f"{v}_{vid}_*.changelog", v, version)
+        out.append(c)
+        vid = c.base_id
+    return tuple(reversed(out)), id, vid
+
+
+def plan_from_snapshot(files, snapshot_version: int, version: int, id: str | None = None,
+                       v2: bool | None = None) -> Plan:
+    """The plan of `(version, id)` from the manifest of `snapshot_version`, whatever newer
+    manifests there are (Spark's `snapshotStartBatchId`): that manifest (format v2: of the
+    lineage of `(version, id)`) and the changelogs after it; version 0 is the empty version.
+    Raises MissingFile naming the manifest if the version has none."""
+    if not 0 <= snapshot_version <= version:
+        raise ValueError(f"cannot replay version {version} from the snapshot of version {snapshot_version}")
+    logs, id, base_id = changelogs(files, snapshot_version + 1, version, id, v2)
+    if v2 is None:
+        v2 = id is not None
+    if snapshot_version == 0:
+        return Plan(version, None, logs)
+    wanted = name(snapshot_version, MANIFEST, base_id if v2 else None)
+    m = next((f for f in files if f.kind == MANIFEST and f.name == wanted), None)
+    if m is None:
+        raise MissingFile(wanted, snapshot_version, version)
+    return Plan(version, m, logs)

@@ -10,7 +10,7 @@ import struct
 
 from .errors import ProtocolError
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 MAX_FRAME = 64 * 1024 * 1024
 
 # Operations (request op codes).
@@ -32,6 +32,7 @@ CLOSE = 0x0F
 PING = 0x10
 MAINTAIN = 0x11
 MANIFEST_FILES = 0x12
+READ_CHANGELOG = 0x13
 
 OP_NAMES = {
     HELLO: "HELLO", OPEN: "OPEN", LOAD: "LOAD", BEGIN: "BEGIN",
@@ -39,6 +40,7 @@ OP_NAMES = {
     ITER_OPEN: "ITER_OPEN", ITER_NEXT: "ITER_NEXT", ITER_CLOSE: "ITER_CLOSE",
     STATS: "STATS", COMMIT: "COMMIT", ABORT: "ABORT", SNAPSHOT: "SNAPSHOT",
     CLOSE: "CLOSE", PING: "PING", MAINTAIN: "MAINTAIN", MANIFEST_FILES: "MANIFEST_FILES",
+    READ_CHANGELOG: "READ_CHANGELOG",
 }
 
 STATUS_OK = 0
@@ -290,6 +292,8 @@ def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
         f = {"deleteFiles": r.bool()}
     elif op == MANIFEST_FILES:
         f = {"path": r.str(), "version": r.i64()}
+    elif op == READ_CHANGELOG:
+        f = {"path": r.str(), "version": r.i64(), "fromRecord": r.i64(), "maxRecords": r.u32()}
     r.end()
     return op, handle, f
 

@@ -27,6 +27,7 @@ import zstandard
 from . import writer
 from .errors import CorruptFileError
 from . import protocol as wire
+from .ttl import codec
 
 MAGIC = b"TTLSTAT3"
 MAGIC_2 = b"TTLSTAT2"
@@ -279,3 +280,21 @@ def _records(path, version, data, pos, body_end, count):
         raise CorruptFileError(path, version, "record overruns the file") from None
     if pos != body_end or n != count:
         raise CorruptFileError(path, version, f"{n} records decoded, {count} announced")
+
+
+def user_records(path: str, version: int) -> Iterator[tuple[bytes, bytes | None]]:
+    """The records of the changelog of `version` at `path` as Spark wrote them: (key, value),
+    or (key, None) for a remove, values without the TTL layout's timestamp (Spark's state
+    reader's change feed, `READ_CHANGELOG`); checked as `read` checks them."""
+    meta, records = read(path, FILE_CHANGELOG, version)
+    if meta.layout != LAYOUT_TTL:
+        yield from records
+        return
+    for key, value in records:
+        if value is None:
+            yield key, None
+            continue
+        try:
+            yield key, codec.decode(value)[1]
+        except ValueError as e:
+            raise CorruptFileError(path, version, f"bad TTL value: {e}") from None

@@ -13,7 +13,7 @@ import socket
 import threading
 from typing import Callable
 
-from . import conf, manifest
+from . import conf, manifest, statefile
 from . import protocol as p
 from .errors import AuthError, ProtocolError, TtlstateError, UnknownHandleError
 from .ttl import MAX_TS
@@ -59,6 +59,7 @@ class Worker:
             p.COMMIT: self.op_commit, p.ABORT: self.op_abort,
             p.SNAPSHOT: self.op_snapshot, p.CLOSE: self.op_close, p.PING: self.op_ping,
             p.MAINTAIN: self.op_maintain, p.MANIFEST_FILES: self.op_manifest_files,
+            p.READ_CHANGELOG: self.op_read_changelog,
         }
 
     def _new_handle(self) -> int:
@@ -262,6 +263,33 @@ class Worker:
         for f in m.ssts:
             w.str(f.name).i64(f.size)
         return w
+
+    def op_read_changelog(self, h, r):
+        """Records `fromRecord` on of a changelog file, at most `maxRecords` and about
+        `MAX_CHUNK_BYTES`; the reply ends with the next record's index, -1 at the end."""
+        path, version, start, max_records = r.str(), r.i64(), r.i64(), r.u32()
+        r.end()
+        if start < 0:  # well-formed, so an error reply (the connection stays)
+            raise TtlstateError(f"READ_CHANGELOG from a negative record index {start}")
+        w = p.ok()
+        body = p.Writer()
+        n = size = 0
+        index, following = 0, -1
+        for key, value in statefile.user_records(path, version):
+            if index >= start:
+                if n >= max(max_records, 1) or (n and size >= MAX_CHUNK_BYTES):
+                    following = index
+                    break
+                if value is None:
+                    body.u8(p.RECORD_REMOVE).bytes(key)
+                else:
+                    body.u8(p.RECORD_PUT).bytes(key).bytes(value)
+                n += 1
+                size += len(key) + (len(value) if value is not None else 0) + 9
+            index += 1
+        w.u32(n)
+        w.parts.extend(body.parts)
+        return w.i64(following)
 
     def op_close(self, h, r):
         delete_files = r.bool()

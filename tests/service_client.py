@@ -168,6 +168,15 @@ class Client:
         r = self.call(p.request(p.MANIFEST_FILES, 0).str(path).i64(version))
         return [(r.str(), r.i64()) for _ in range(r.u32())]
 
+    def read_changelog(self, path: str, version: int, start: int = 0, max_records: int = 1 << 20):
+        """([(key, value or None)], next record index or -1)."""
+        r = self.call(p.request(p.READ_CHANGELOG, 0).str(path).i64(version).i64(start).u32(max_records))
+        records = []
+        for _ in range(r.u32()):
+            kind, key = r.u8(), r.bytes()
+            records.append((key, r.bytes() if kind == p.RECORD_PUT else None))
+        return records, r.i64()
+
     def maintain(self, store: int):
         self.call(p.request(p.MAINTAIN, store))
 

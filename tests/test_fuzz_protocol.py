@@ -84,6 +84,7 @@ LAYOUT = {
     p.SNAPSHOT: ["str"],
     p.CLOSE: ["bool"],
     p.MANIFEST_FILES: ["str", "i64"],
+    p.READ_CHANGELOG: ["str", "i64", "i64", "u32"],
 }
 _WIDTH = {"u8": 1, "bool": 1, "u16": 2, "u32": 4, "len": 4, "count": 4, "handle": 4, "i64": 8}
 
@@ -412,7 +413,7 @@ PROTOCOL_ERROR = "TTLSTATE_PROTOCOL_ERROR"
 AUTH_ERROR = "TTLSTATE_AUTH"
 PING_FRAME = p.request(p.PING, 0).frame()
 REPLY_TIMEOUT_S = 30.0  # a hang is a failure; the machine is shared and may be slow
-_PATH_OPS = {p.OPEN, p.LOAD, p.COMMIT, p.SNAPSHOT, p.MANIFEST_FILES}
+_PATH_OPS = {p.OPEN, p.LOAD, p.COMMIT, p.SNAPSHOT, p.MANIFEST_FILES, p.READ_CHANGELOG}
 
 
 def _frame(body: bytes) -> bytes:
@@ -562,7 +563,8 @@ class LiveFuzz:
                 paths = [f["manifestPath"]] + [x for _, x in f["ssts"]] + [x for _, x in f["changelogs"]]
                 if any(x and not self._under(x, self.sandbox) for x in paths):
                     return False
-            elif op == p.MANIFEST_FILES and f["path"] and not self._under(f["path"], self.sandbox):
+            elif (op in (p.MANIFEST_FILES, p.READ_CHANGELOG) and f["path"]
+                  and not self._under(f["path"], self.sandbox)):
                 return False
         return True
 
@@ -662,6 +664,7 @@ class LiveFuzz:
             ("v-open-plain", R(p.OPEN, 0).str(f"plain-{tid}").str(f"{scratch}/open/p{tid}").i64(0)
              .str("default").str_pairs([])),
             ("v-manifest-files", R(p.MANIFEST_FILES, 0).str(f"{scratch}/none.manifest").i64(9)),
+            ("v-read-changelog", R(p.READ_CHANGELOG, 0).str(f"{scratch}/none.changelog").i64(9).i64(0).u32(16)),
             ("v-ping", R(p.PING, 0)),
         ]
         return s, [(n, w.body()) for n, w in seeds]

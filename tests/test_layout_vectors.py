@@ -17,6 +17,7 @@ from ttlstate import layout
 VECTORS = pathlib.Path(__file__).parent / "vectors"
 NAMES = VECTORS / "layout_names.tsv"
 PLANS = VECTORS / "layout_plans.tsv"
+REPLAYS = VECTORS / "layout_replays.tsv"
 
 
 def _rows(path: pathlib.Path):
@@ -82,6 +83,31 @@ def test_python_plans_loads_as_the_vectors_say(row):
     assert _python_plan(fmt, listing, version, id) == expected, case
 
 
+def _python_replay(fmt: str, listing: str, kind: str, first: str, version: str, id: str) -> str:
+    files, v2 = _listing(listing), fmt == "v2"
+    try:
+        if kind == "snapshot":
+            p = layout.plan_from_snapshot(files, int(first), int(version), _opt(id), v2=v2)
+            manifest, logs = p.manifest, p.changelogs
+        else:
+            manifest, (logs, _, _) = None, layout.changelogs(files, int(first), int(version), _opt(id), v2=v2)
+    except layout.MissingFile as e:
+        return f"MISSING {e.pattern}"
+    return (manifest.name if manifest else "-") + "|" + ",".join(c.name for c in logs)
+
+
+def test_the_replay_vectors_cover_both_kinds_and_outcomes():
+    rows = list(_rows(REPLAYS))
+    assert {r[1] for r in rows} == {"v1", "v2"} and {r[3] for r in rows} == {"snapshot", "changes"}
+    assert any(r[-1].startswith("MISSING") for r in rows) and any(r[-1].startswith("-|") for r in rows)
+
+
+@pytest.mark.parametrize("row", list(_rows(REPLAYS)), ids=lambda r: r[0])
+def test_python_plans_replays_and_change_ranges_as_the_vectors_say(row):
+    case, fmt, listing, kind, first, version, id, expected = row
+    assert _python_replay(fmt, listing, kind, first, version, id) == expected, case
+
+
 def test_the_jvm_names_and_plans_as_the_vectors_say():
     import glob
 
@@ -92,9 +118,9 @@ def test_the_jvm_names_and_plans_as_the_vectors_say():
     spark_jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")
     out = subprocess.run(
         ["java", "-cp", os.pathsep.join([ttlstate.jar_path(), testfs_jar(), spark_jars]),
-         "io.ttlstate.spark.checkpoint.LayoutCheck", str(NAMES), str(PLANS)],
+         "io.ttlstate.spark.checkpoint.LayoutCheck", str(NAMES), str(PLANS), str(REPLAYS)],
         capture_output=True, text=True, timeout=120)
     assert glob.glob(spark_jars)
     assert out.returncode == 0, out.stdout + out.stderr
-    n = len(list(_rows(NAMES))) + len(list(_rows(PLANS)))
+    n = len(list(_rows(NAMES))) + len(list(_rows(PLANS))) + len(list(_rows(REPLAYS)))
     assert f"{n} passed, 0 failed" in out.stdout

@@ -227,6 +227,42 @@ def test_load_of_another_layout_asks_for_a_snapshot(svc, tmp_path):
     assert c2.commit_full(t, 3, "")[3] is False
 
 
+def test_read_changelog_gives_spark_records_in_chunks(svc, tmp_path):
+    """READ_CHANGELOG: the records of a changelog in order, removes as None, values without
+    the TTL timestamp, in chunks; a damaged or wrong file is refused."""
+    c, h = _store(svc)
+    ttl_c = svc.connect(0)
+    th, _ = ttl_c.open("t", os.path.join(svc.dir, "stores", "t"), [(CONF + "ttl", "1h")])
+    records = [(b"a", b"1"), (b"b", b"2"), (b"a", None), (b"c", b"3"), (b"b", b"22")]
+    plain, ttl = str(tmp_path / "1.changelog"), str(tmp_path / "1t.changelog")
+    _commit(c, h, 1, records, plain)
+    t = ttl_c.begin(th, 0, batch_ts=5_000)
+    ttl_c.write(t, records)
+    ttl_c.commit(t, 1, ttl)
+    assert open(ttl, "rb").read() != open(plain, "rb").read()  # the TTL layout differs on disk
+    c0 = svc.connect(1)  # any worker, no store
+    for path in (plain, ttl):
+        assert c0.read_changelog(path, 1) == (records, -1)
+        got, start = [], 0
+        while start >= 0:
+            chunk, start = c0.read_changelog(path, 1, start, 2)
+            assert 0 < len(chunk) <= 2
+            got += chunk
+        assert got == records
+        assert c0.read_changelog(path, 1, 99) == ([], -1)
+    for path, version, reason in [(plain, 2, "expected a changelog of version 2"),
+                                  (str(tmp_path / "none.changelog"), 1, "does not exist")]:
+        with pytest.raises(WorkerError) as e:
+            c0.read_changelog(path, version)
+        assert e.value.error_class == "TTLSTATE_CORRUPT_FILE" and reason in str(e.value), e.value
+    data = bytearray(open(plain, "rb").read())
+    data[12] ^= 1
+    open(plain, "wb").write(data)
+    with pytest.raises(WorkerError) as e:
+        c0.read_changelog(plain, 1)
+    assert e.value.error_class == "TTLSTATE_CORRUPT_FILE" and "checksum" in str(e.value)
+
+
 def test_manifest_files_checks_the_manifest(svc, tmp_path):
     c, h = _store(svc)
     _commit(c, h, 1, [(b"a", b"1")], "")

@@ -43,6 +43,7 @@ def vectors():
     yield "ping", R(p.PING, 0)
     yield "maintain", R(p.MAINTAIN, 7)
     yield "manifest-files", R(p.MANIFEST_FILES, 0).str("/d/9.manifest").i64(9)
+    yield "read-changelog", R(p.READ_CHANGELOG, 0).str("/c/12_é_0.changelog").i64(12).i64(4096).u32(8192)
     yield "bad-unknown-op", p.Writer().u8(0x7F).u32(0)
     yield "bad-truncated-bytes", R(p.GET, 1).u32(10).u8(1)
     yield "bad-trailing", R(p.PING, 0).u8(0)
@@ -53,6 +54,7 @@ def vectors():
     yield "bad-iter-mode", R(p.ITER_OPEN, 1).bytes(b"").u32(1).u8(2)
     yield "bad-utf8", R(p.SNAPSHOT, 1).bytes(b"\xff\xfe")
     yield "bad-manifest-files-truncated", R(p.MANIFEST_FILES, 0).str("/d/9.manifest").u32(9)
+    yield "bad-read-changelog-truncated", R(p.READ_CHANGELOG, 0).str("/d/9.changelog").i64(9).i64(0)
 
 
 def canonical(body: bytes) -> str:

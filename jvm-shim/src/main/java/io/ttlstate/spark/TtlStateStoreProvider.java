@@ -20,6 +20,11 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreErrors;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
+import org.apache.spark.sql.execution.streaming.state.SupportsFineGrainedReplay;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.util.NextIterator;
+import scala.Enumeration;
+import scala.Tuple4;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -30,10 +35,12 @@ import scala.Option;
  *
  * <p>One instance serves one {@link StateStoreId}. It checks what Spark asks against what
  * ttlstate supports and hands the rest to its {@link RemoteStore}: the store as its worker
- * holds it (stores, commits, snapshots, maintenance). Its fully qualified name is what users
+ * holds it (stores, commits, snapshots, maintenance). As {@link SupportsFineGrainedReplay} it
+ * serves Spark's state reader's {@code snapshotStartBatchId} and {@code readChangeFeed}
+ * (DESIGN 62). Its fully qualified name is what users
  * configure and what checkpoints record: it must not move.
  */
-public class TtlStateStoreProvider implements StateStoreProvider {
+public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGrainedReplay {
     private static final Logger LOG = LoggerFactory.getLogger(TtlStateStoreProvider.class);
     private static final String PROVIDER_NAME = SparkErrors.PROVIDER_NAME;
 
@@ -158,10 +165,88 @@ public class TtlStateStoreProvider implements StateStoreProvider {
         return ReadStore.upgrade(readStore, () -> getStore(version, uniqueId, forceSnapshotOnCommit, false));
     }
 
+    /**
+     * A read store of {@code version}. A checkpoint id is taken whatever the conf's format
+     * version (a read store writes nothing): Spark's state reader passes the commit log's ids
+     * of a format-v2 checkpoint without the query's {@code checkpointFormatVersion}.
+     */
     @Override
     public ReadStateStore getReadStore(long version, Option<String> uniqueId) {
-        String id = checkGetStore(version, uniqueId);
+        if (version < 0) {
+            throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(version));
+        }
+        String id = version == 0 || uniqueId == null || uniqueId.isEmpty() ? null : uniqueId.get();
         return remote().readStore(version, id);
+    }
+
+    // ---- fine-grained replay (Spark's state reader) ----------------------------------------
+
+    /**
+     * Checks a replay's versions; returns the checkpoint id to load (null: any). An id is taken
+     * whatever the conf's format version: Spark's state reader passes the commit log's ids
+     * without the query's {@code checkpointFormatVersion}, and an id names a format-v2 file.
+     */
+    private String checkReplay(long snapshotVersion, long endVersion, Option<String> endCkptId) {
+        if (snapshotVersion < 1 || endVersion < snapshotVersion) {
+            throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(
+                    snapshotVersion < 1 ? snapshotVersion : endVersion));
+        }
+        return endCkptId == null || endCkptId.isEmpty() ? null : endCkptId.get();
+    }
+
+    /**
+     * The store of {@code endVersion} rebuilt from the snapshot of {@code snapshotVersion} and
+     * the changelogs after it; fails naming the version if it has no snapshot.
+     */
+    @Override
+    public StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion, boolean readOnly,
+                                              Option<String> snapshotCkptId, Option<String> endCkptId) {
+        String id = checkReplay(snapshotVersion, endVersion, endCkptId);
+        return (StateStore) remote().replayStore(snapshotVersion, endVersion, id, false);
+    }
+
+    /** A read store of {@code endVersion} rebuilt from the snapshot of {@code snapshotVersion}. */
+    @Override
+    public ReadStateStore replayReadStateFromSnapshot(long snapshotVersion, long endVersion,
+                                                      Option<String> snapshotCkptId, Option<String> endCkptId) {
+        String id = checkReplay(snapshotVersion, endVersion, endCkptId);
+        return remote().replayStore(snapshotVersion, endVersion, id, true);
+    }
+
+    /** Spark 4.0's replayStateFromSnapshot (4.1 added readOnly and the checkpoint ids). */
+    public StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion) {
+        return replayStateFromSnapshot(snapshotVersion, endVersion, false, Option.empty(), Option.empty());
+    }
+
+    /** Spark 4.0's replayReadStateFromSnapshot. */
+    public ReadStateStore replayReadStateFromSnapshot(long snapshotVersion, long endVersion) {
+        return replayReadStateFromSnapshot(snapshotVersion, endVersion, Option.empty(), Option.empty());
+    }
+
+    /**
+     * The records of the changelogs of versions {@code startVersion} to {@code endVersion}
+     * (Spark's change feed); refused with the conf to change when the query wrote no
+     * changelogs ({@code checkpoint.mode=snapshot}). Column families: only the default.
+     */
+    @Override
+    public NextIterator<Tuple4<Enumeration.Value, UnsafeRow, UnsafeRow, Object>> getStateStoreChangeDataReader(
+            long startVersion, long endVersion, Option<String> colFamilyName, Option<String> endCkptId) {
+        if (colFamilyName != null && colFamilyName.isDefined()
+                && !StateStore.DEFAULT_COL_FAMILY_NAME().equals(colFamilyName.get())) {
+            throw SparkErrors.sneaky(StateStoreErrors.multipleColumnFamiliesNotSupported(PROVIDER_NAME));
+        }
+        if (startVersion < 1 || endVersion < startVersion) {
+            throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(
+                    startVersion < 1 ? startVersion : endVersion));
+        }
+        String id = endCkptId == null || endCkptId.isEmpty() ? null : endCkptId.get();
+        return remote().changeDataReader(startVersion, endVersion, id);
+    }
+
+    /** Spark 4.0's getStateStoreChangeDataReader (4.1 added the end checkpoint id). */
+    public NextIterator<Tuple4<Enumeration.Value, UnsafeRow, UnsafeRow, Object>> getStateStoreChangeDataReader(
+            long startVersion, long endVersion, Option<String> colFamilyName) {
+        return getStateStoreChangeDataReader(startVersion, endVersion, colFamilyName, Option.empty());
     }
 
     // ---- maintenance --------------------------------------------------------------------

@@ -102,6 +102,19 @@ final class CheckpointFiles {
             }
         }
 
+        /** The versions that have a manifest (either format), ascending. */
+        java.util.SortedSet<Long> manifestVersions() {
+            java.util.SortedSet<Long> out = new java.util.TreeSet<>(v1Manifests.keySet());
+            v2Manifests.values().forEach(f -> out.add(f.version));
+            return out;
+        }
+
+        /** Whether {@code version} has a changelog (either format). */
+        boolean hasChangelog(long version) {
+            return v1Changelogs.containsKey(version)
+                    || v2Changelogs.values().stream().anyMatch(f -> f.version == version);
+        }
+
         /** The newest v1 manifest at or below {@code version}, or null. */
         StateFileName floorManifest(long version) {
             Map.Entry<Long, StateFileName> e = v1Manifests.floorEntry(version);

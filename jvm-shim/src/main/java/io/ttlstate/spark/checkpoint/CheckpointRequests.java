@@ -11,8 +11,8 @@ import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
 
 /**
- * The store requests that move checkpoint data (docs/PROTOCOL.md): LOAD, SNAPSHOT and
- * MANIFEST_FILES, encoded and decoded in one place. Errors come back as
+ * The store requests that move checkpoint data (docs/PROTOCOL.md): LOAD, SNAPSHOT,
+ * MANIFEST_FILES and READ_CHANGELOG, encoded and decoded in one place. Errors come back as
  * {@link WorkerException}, I/O failures as {@link java.io.UncheckedIOException}.
  */
 final class CheckpointRequests {
@@ -107,6 +107,32 @@ final class CheckpointRequests {
             }
             r.end();
             return out;
+        });
+    }
+
+    /** READ_CHANGELOG: up to {@code maxRecords} records of a local changelog from index {@code fromRecord}. */
+    static ChangelogChunk readChangelog(WorkerConnection conn, java.nio.file.Path changelog, long version,
+                                        long fromRecord, int maxRecords) {
+        FrameReader r = conn.call(FrameWriter.request(Op.READ_CHANGELOG, 0).str(changelog.toString()).i64(version)
+                .i64(fromRecord).u32(maxRecords));
+        return Replies.decode(() -> {
+            int n = r.count(5);
+            List<byte[]> keys = new ArrayList<>(n);
+            List<byte[]> values = new ArrayList<>(n);
+            for (int i = 0; i < n; i++) {
+                int kind = r.u8();
+                keys.add(r.bytes());
+                if (kind == Op.RECORD_PUT) {
+                    values.add(r.bytes());
+                } else if (kind == Op.RECORD_REMOVE) {
+                    values.add(null);
+                } else {
+                    throw new io.ttlstate.spark.protocol.ProtocolException("unknown changelog record kind " + kind);
+                }
+            }
+            long next = r.i64();
+            r.end();
+            return new ChangelogChunk(keys, values, next);
         });
     }
 }

@@ -104,6 +104,87 @@ final class LoadPlan {
         return new LoadPlan(version, id, manifest, new ArrayList<>(changelogs));
     }
 
+    /**
+     * Plans {@code (version, id)} from the manifest of {@code snapshotVersion}, whatever newer
+     * manifests there are (Spark's {@code snapshotStartBatchId}): that manifest (format v2: the
+     * one of the lineage of {@code (version, id)}) and the changelogs after it. Version 0 is
+     * the empty version; without that manifest it fails naming the version.
+     */
+    static LoadPlan fromSnapshot(CheckpointFiles.Listing listing, Path dir, long snapshotVersion, long version,
+                                 String id, boolean v2) throws MissingCheckpointFileException {
+        if (snapshotVersion < 0 || snapshotVersion > version) {
+            throw new IllegalArgumentException("cannot replay version " + version + " from the snapshot of version "
+                    + snapshotVersion);
+        }
+        Changelogs range = changelogs(listing, dir, snapshotVersion + 1, version, id, v2);
+        if (snapshotVersion == 0) {
+            return new LoadPlan(version, range.id, null, range.files);
+        }
+        StateFileName manifest = listing.get(StateFileName.Kind.MANIFEST, snapshotVersion, v2 ? range.baseId : null);
+        if (manifest == null) {
+            Path path = new Path(dir, StateFileName.name(snapshotVersion, StateFileName.Kind.MANIFEST,
+                    v2 ? range.baseId : null, null));
+            throw new MissingCheckpointFileException(path, "There is no snapshot of version " + snapshotVersion
+                    + " (" + path + " does not exist; needed to replay version " + version + " from it): snapshots"
+                    + " of this store are at versions " + listing.manifestVersions());
+        }
+        return new LoadPlan(version, range.id, manifest, range.files);
+    }
+
+    /** The changelogs of a range of versions, and the ids at its ends (format v2). */
+    static final class Changelogs {
+        /** Oldest first. */
+        final List<StateFileName> files;
+        /** The checkpoint id of the last version (v2; null in v1). */
+        final String id;
+        /** The checkpoint id of the version before the first (v2; null in v1). */
+        final String baseId;
+
+        private Changelogs(List<StateFileName> files, String id, String baseId) {
+            this.files = files;
+            this.id = id;
+            this.baseId = baseId;
+        }
+    }
+
+    /**
+     * The changelogs of versions {@code from} to {@code (to, id)}: format v1 the changelog of
+     * each version, format v2 those of the lineage of {@code (to, id)} (null id: the most
+     * recently written file of {@code to}). Fails naming the first changelog that is missing.
+     */
+    static Changelogs changelogs(CheckpointFiles.Listing listing, Path dir, long from, long to, String id,
+                                 boolean v2) throws MissingCheckpointFileException {
+        if (!v2) {
+            List<StateFileName> out = new ArrayList<>();
+            for (long v = Math.max(from, 1); v <= to; v++) {
+                StateFileName c = listing.get(StateFileName.Kind.CHANGELOG, v, null);
+                if (c == null) {
+                    throw missing(new Path(dir, StateFileName.name(v, StateFileName.Kind.CHANGELOG, null, null)), v, to);
+                }
+                out.add(c);
+            }
+            return new Changelogs(out, null, null);
+        }
+        if (id == null && to > 0) {
+            StateFileName newest = listing.newestV2(to);
+            if (newest == null) {
+                throw missing(new Path(dir, to + "_*"), to, to);
+            }
+            id = newest.id;
+        }
+        Deque<StateFileName> out = new ArrayDeque<>();
+        String vid = id;
+        for (long v = to; v >= Math.max(from, 1); v--) {
+            StateFileName c = listing.get(StateFileName.Kind.CHANGELOG, v, vid);
+            if (c == null) {
+                throw missing(new Path(dir, v + "_" + vid + "_*.changelog"), v, to);
+            }
+            out.addFirst(c);
+            vid = c.baseId;
+        }
+        return new Changelogs(new ArrayList<>(out), id, vid);
+    }
+
     @Override
     public String toString() {
         return (manifest == null ? "version 0" : manifest.fileName()) + " + " + changelogs.size() + " changelogs";

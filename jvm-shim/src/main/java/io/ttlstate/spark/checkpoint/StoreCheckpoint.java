@@ -112,7 +112,30 @@ public final class StoreCheckpoint {
     public Loaded load(WorkerConnection conn, long storeHandle, long version, String id, long batchTimestampMs,
                        StoreMetrics metrics) throws IOException {
         long start = System.nanoTime();
-        LoadPlan plan = LoadPlan.of(files.list(), files.dir(), version, id, v2);
+        return load(conn, storeHandle, LoadPlan.of(files.list(), files.dir(), version, id, v2 || id != null),
+                batchTimestampMs, metrics, start);
+    }
+
+    /**
+     * As {@link #load}, from the manifest of {@code snapshotVersion} whatever newer manifests
+     * there are (Spark's {@code snapshotStartBatchId}); fails naming the version if it has none.
+     * A checkpoint id means format v2 whatever the reader's conf says (Spark's state reader
+     * passes the ids of the commit log but not the query's format version).
+     */
+    public Loaded loadFromSnapshot(WorkerConnection conn, long storeHandle, long snapshotVersion, long version,
+                                   String id, long batchTimestampMs, StoreMetrics metrics) throws IOException {
+        long start = System.nanoTime();
+        CheckpointFiles.Listing listing = files.list();
+        NoChangelogException.check(listing, snapshotVersion + 1, version, "replay version " + version + " of "
+                + files.store() + " from the snapshot of version " + snapshotVersion);
+        return load(conn, storeHandle, LoadPlan.fromSnapshot(listing, files.dir(), snapshotVersion, version, id,
+                        v2 || id != null),
+                batchTimestampMs, metrics, start);
+    }
+
+    private Loaded load(WorkerConnection conn, long storeHandle, LoadPlan plan, long batchTimestampMs,
+                        StoreMetrics metrics, long start) throws IOException {
+        long version = plan.version;
         for (int attempt = 0; ; attempt++) {
             List<LocalFileCache.Entry> used = new ArrayList<>();
             try {
@@ -137,6 +160,46 @@ public final class StoreCheckpoint {
                 hits.forEach(h -> cache.evict(h.path));
             }
         }
+    }
+
+    /** A changelog file the JVM holds locally (in the local cache). */
+    public static final class LocalChangelog {
+        public final long version;
+        public final java.nio.file.Path path;
+
+        LocalChangelog(long version, java.nio.file.Path path) {
+            this.version = version;
+            this.path = path;
+        }
+    }
+
+    /**
+     * The changelogs of versions {@code from} to {@code (to, id)} (id null: any; format v2
+     * their lineage), fetched through the local cache, oldest first (Spark's change feed).
+     * A version that has a manifest and no changelog was written in snapshot mode:
+     * {@link NoChangelogException}.
+     */
+    public List<LocalChangelog> changelogs(long from, long to, String id, StoreMetrics metrics) throws IOException {
+        CheckpointFiles.Listing listing = files.list();
+        NoChangelogException.check(listing, from, to, "read the change feed of " + files.store());
+        LoadPlan.Changelogs range = LoadPlan.changelogs(listing, files.dir(), from, to, id, v2 || id != null);
+        LocalFileCache c = requireCache();
+        List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
+        for (StateFileName f : range.files) {
+            transfers.add(() -> fetch(c, f.status, metrics));
+        }
+        List<LocalFileCache.Entry> got = TransferPool.runAll(transfers);
+        List<LocalChangelog> out = new ArrayList<>(got.size());
+        for (int i = 0; i < got.size(); i++) {
+            out.add(new LocalChangelog(range.files.get(i).version, got.get(i).path));
+        }
+        return out;
+    }
+
+    /** READ_CHANGELOG: records {@code fromRecord} on of the local changelog {@code c}. */
+    public static ChangelogChunk readChangelog(WorkerConnection conn, LocalChangelog c, long fromRecord,
+                                               int maxRecords) {
+        return CheckpointRequests.readChangelog(conn, c.path, c.version, fromRecord, maxRecords);
     }
 
     private long loadOnce(WorkerConnection conn, long storeHandle, LoadPlan plan, long batchTimestampMs,

@@ -4,7 +4,7 @@ package io.ttlstate.spark.protocol;
 public final class Op {
     private Op() {}
 
-    public static final int PROTOCOL_VERSION = 4;
+    public static final int PROTOCOL_VERSION = 5;
     /** Largest frame body either side accepts. */
     public static final int MAX_FRAME = 64 * 1024 * 1024;
 
@@ -26,6 +26,7 @@ public final class Op {
     public static final int PING = 0x10;
     public static final int MAINTAIN = 0x11;
     public static final int MANIFEST_FILES = 0x12;
+    public static final int READ_CHANGELOG = 0x13;
 
     public static final int STATUS_OK = 0;
     public static final int STATUS_ERROR = 1;
@@ -51,7 +52,7 @@ public final class Op {
     private static final String[] NAMES = {
         null, "HELLO", "OPEN", "LOAD", "BEGIN", "WRITE_BATCH", "GET", "MULTI_GET", "ITER_OPEN",
         "ITER_NEXT", "ITER_CLOSE", "STATS", "COMMIT", "ABORT", "SNAPSHOT", "CLOSE", "PING", "MAINTAIN",
-        "MANIFEST_FILES"
+        "MANIFEST_FILES", "READ_CHANGELOG"
     };
 
     /** The name of an op code, or null if the code is unknown. */

@@ -17,6 +17,7 @@ import io.ttlstate.spark.ErrorClasses;
 import io.ttlstate.spark.InvalidConfException;
 import io.ttlstate.spark.WorkerException;
 import io.ttlstate.spark.cache.CachedVersionView;
+import io.ttlstate.spark.checkpoint.ChangelogChunk;
 import io.ttlstate.spark.checkpoint.MissingCheckpointFileException;
 import io.ttlstate.spark.checkpoint.StoreCheckpoint;
 import io.ttlstate.spark.checkpoint.TransferPool;
@@ -148,7 +149,7 @@ public final class RemoteStore {
     /** The write store of {@code version} (checkpoint id {@code id}; null: any). */
     public StateStore writeStore(long version, String id, boolean forceSnapshotOnCommit) {
         StoreMetrics metrics = new StoreMetrics();
-        Prepared p = prepare(version, id, false, batchTimes(version), metrics);
+        Prepared p = prepare(version, id, false, batchTimes(version), metrics, -1);
         LOG.debug("Opened write store of version {} for {}", version, this);
         WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, new KeyCodec(keySchema, numPrefixCols),
                 metrics, valueSchema.length(), forceSnapshotOnCommit, checkpointIds);
@@ -161,9 +162,56 @@ public final class RemoteStore {
     /** A read store of {@code version} (checkpoint id {@code id}; null: any). */
     public ReadStateStore readStore(long version, String id) {
         StoreMetrics metrics = new StoreMetrics();
-        Prepared p = prepare(version, id, true, batchTimes(version), metrics);
+        Prepared p = prepare(version, id, true, batchTimes(version), metrics, -1);
         return new ReadStore(this, version, p.txn, new KeyCodec(keySchema, numPrefixCols), metrics,
                 valueSchema.length());
+    }
+
+    /**
+     * A store of {@code version} (checkpoint id {@code id}; null: any) rebuilt from the snapshot
+     * of {@code snapshotVersion} and the changelogs after it, whatever newer snapshots there
+     * are (Spark's {@code snapshotStartBatchId}); {@code readOnly}: a read store.
+     */
+    public ReadStateStore replayStore(long snapshotVersion, long version, String id, boolean readOnly) {
+        StoreMetrics metrics = new StoreMetrics();
+        Prepared p = prepare(version, id, readOnly, batchTimes(version), metrics, snapshotVersion);
+        KeyCodec codec = new KeyCodec(keySchema, numPrefixCols);
+        if (readOnly) {
+            return new ReadStore(this, version, p.txn, codec, metrics, valueSchema.length());
+        }
+        WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, codec, metrics, valueSchema.length(),
+                false, checkpointIds);
+        synchronized (this) {
+            writer = store;
+        }
+        return store;
+    }
+
+    /**
+     * Spark's change feed of versions {@code from} to {@code (to, toId)}: the records of their
+     * changelogs, read by the worker (READ_CHANGELOG) from the copies in the local cache.
+     */
+    public ChangeDataReader changeDataReader(long from, long to, String toId) {
+        List<StoreCheckpoint.LocalChangelog> changelogs;
+        synchronized (this) {
+            StoreMetrics metrics = new StoreMetrics();
+            ensureOpen(metrics);
+            try {
+                changelogs = checkpoint.changelogs(from, to, toId, metrics);
+            } catch (MissingCheckpointFileException e) {
+                throw SparkErrors.sneaky(QueryExecutionErrors.failedToReadStreamingStateFileError(e.path(), e));
+            } catch (IOException e) {
+                throw SparkErrors.sneaky(QueryExecutionErrors.cannotLoadStore(e));
+            }
+        }
+        return new ChangeDataReader(this, changelogs, new KeyCodec(keySchema, numPrefixCols), valueSchema.length(),
+                settings.iteratorChunkEntries);
+    }
+
+    /** READ_CHANGELOG on this store's connection. */
+    synchronized ChangelogChunk readChangelog(StoreCheckpoint.LocalChangelog c, long fromRecord, int maxRecords) {
+        ensureOpen(new StoreMetrics());
+        return StoreCheckpoint.readChangelog(conn, c, fromRecord, maxRecords);
     }
 
     /** The TTL clocks of the batch that uses {@code version} (read outside the monitor). */
@@ -189,7 +237,7 @@ public final class RemoteStore {
      * open) goes with both. A read store's load cost is handed to the next write store's metrics.
      */
     private synchronized Prepared prepare(long version, String id, boolean readOnly, BatchClock.Times times,
-                                          StoreMetrics metrics) {
+                                          StoreMetrics metrics, long fromSnapshot) {
         closed = false;
         if (!readOnly && writer != null && writer.isUpdating()) {
             // a write store Spark left behind (its task died without aborting): end it, so the
@@ -202,8 +250,8 @@ public final class RemoteStore {
             try {
                 ensureOpen(metrics);
                 long batchTimestampMs = times.ttlClock(settings.ttlEventTime);
-                if (loadedVersion != version || (id != null && !id.equals(loadedId))) {
-                    load(version, id, batchTimestampMs, metrics);
+                if (fromSnapshot >= 0 || loadedVersion != version || (id != null && !id.equals(loadedId))) {
+                    load(version, id, batchTimestampMs, metrics, fromSnapshot);
                     if (readOnly) {
                         pendingLoad = metrics;
                     }
@@ -332,14 +380,19 @@ public final class RemoteStore {
         }
     }
 
-    /** Rebuilds the worker's database at {@code version} (checkpoint id {@code id}, null: any) from the checkpoint. */
-    private void load(long version, String id, long batchTimestampMs, StoreMetrics metrics) {
+    /**
+     * Rebuilds the worker's database at {@code version} (checkpoint id {@code id}, null: any)
+     * from the checkpoint; from the snapshot of {@code fromSnapshot} if it is not negative.
+     */
+    private void load(long version, String id, long batchTimestampMs, StoreMetrics metrics, long fromSnapshot) {
         loadedVersion = -1;
         loadedId = null;
         view.reset(-1, -1);
         StoreCheckpoint.Loaded l;
         try {
-            l = checkpoint.load(conn, storeHandle, version, id, batchTimestampMs, metrics);
+            l = fromSnapshot >= 0
+                    ? checkpoint.loadFromSnapshot(conn, storeHandle, fromSnapshot, version, id, batchTimestampMs, metrics)
+                    : checkpoint.load(conn, storeHandle, version, id, batchTimestampMs, metrics);
         } catch (MissingCheckpointFileException e) {
             throw SparkErrors.sneaky(QueryExecutionErrors.failedToReadStreamingStateFileError(e.path(), e));
         } catch (IOException | WorkerException e) {

@@ -25,8 +25,8 @@ public final class LayoutCheck {
     private LayoutCheck() {}
 
     public static void main(String[] args) throws IOException {
-        if (args.length != 2) {
-            System.err.println("usage: LayoutCheck <layout_names.tsv> <layout_plans.tsv>");
+        if (args.length != 2 && args.length != 3) {
+            System.err.println("usage: LayoutCheck <layout_names.tsv> <layout_plans.tsv> [layout_replays.tsv]");
             System.exit(2);
         }
         int passed = 0;
@@ -45,6 +45,14 @@ public final class LayoutCheck {
                 passed++;
             } else {
                 failures.add("plan '" + row[0] + "': expected " + row[5] + ", got " + actual);
+            }
+        }
+        for (String[] row : args.length > 2 ? rows(args[2]) : List.<String[]>of()) {
+            String actual = replayed(row[1], row[2], row[3], Long.parseLong(row[4]), Long.parseLong(row[5]), opt(row[6]));
+            if (actual.equals(row[7])) {
+                passed++;
+            } else {
+                failures.add("replay '" + row[0] + "': expected " + row[7] + ", got " + actual);
             }
         }
         failures.forEach(System.out::println);
@@ -88,7 +96,7 @@ public final class LayoutCheck {
         return built.equals(name) ? null : "built back as " + built;
     }
 
-    private static String planned(String format, String listing, long version, String id) {
+    private static CheckpointFiles.Listing listing(String listing) {
         CheckpointFiles.Listing l = new CheckpointFiles.Listing();
         if (!"-".equals(listing)) {
             for (String item : listing.split(" ")) {
@@ -96,6 +104,31 @@ public final class LayoutCheck {
                 l.add(StateFileName.parse(status(item.substring(0, at), Long.parseLong(item.substring(at + 1)))));
             }
         }
+        return l;
+    }
+
+    private static String replayed(String format, String listing, String kind, long from, long version, String id) {
+        CheckpointFiles.Listing l = listing(listing);
+        boolean v2 = "v2".equals(format);
+        try {
+            StateFileName manifest = null;
+            List<StateFileName> logs;
+            if ("snapshot".equals(kind)) {
+                LoadPlan p = LoadPlan.fromSnapshot(l, DIR, from, version, id, v2);
+                manifest = p.manifest;
+                logs = p.changelogs;
+            } else {
+                logs = LoadPlan.changelogs(l, DIR, from, version, id, v2).files;
+            }
+            return (manifest == null ? "-" : manifest.fileName()) + "|"
+                    + logs.stream().map(StateFileName::fileName).collect(Collectors.joining(","));
+        } catch (MissingCheckpointFileException e) {
+            return "MISSING " + e.path().getName();
+        }
+    }
+
+    private static String planned(String format, String listing, long version, String id) {
+        CheckpointFiles.Listing l = listing(listing);
         try {
             LoadPlan p = LoadPlan.of(l, DIR, version, id, "v2".equals(format));
             return (p.manifest == null ? "-" : p.manifest.fileName()) + "|"

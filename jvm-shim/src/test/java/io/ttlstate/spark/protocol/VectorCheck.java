@@ -171,6 +171,12 @@ public final class VectorCheck {
                 f.put("path", r.str());
                 f.put("version", r.i64());
                 break;
+            case Op.READ_CHANGELOG:
+                f.put("path", r.str());
+                f.put("version", r.i64());
+                f.put("fromRecord", r.i64());
+                f.put("maxRecords", r.u32());
+                break;
             case Op.CLOSE:
                 f.put("deleteFiles", r.bool());
                 break;

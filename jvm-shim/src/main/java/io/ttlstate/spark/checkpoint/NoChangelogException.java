@@ -1,0 +1,27 @@
+package io.ttlstate.spark.checkpoint;
+
+/**
+ * A version of a store has a snapshot and no changelog: the query ran with
+ * {@code checkpoint.mode=snapshot}, which writes none, so Spark's change feed cannot be read.
+ */
+public final class NoChangelogException extends UnsupportedOperationException {
+    private static final long serialVersionUID = 1L;
+    public static final String MODE_KEY = "spark.sql.streaming.stateStore.ttlstate.checkpoint.mode";
+
+    /** {@code what}: what cannot be done ("read the change feed of ..."). */
+    NoChangelogException(String what, long version) {
+        super("Cannot " + what + ": version " + version + " has a snapshot and no changelog, because the query"
+                + " ran with " + MODE_KEY + "=snapshot, which writes no changelogs. Run the query with " + MODE_KEY
+                + "=changelog (the default) to read its change feed or replay it from an earlier snapshot;"
+                + " batchId reads (and snapshotStartBatchId equal to batchId) work in either mode.");
+    }
+
+    /** Throws if a version from {@code from} to {@code to} has a manifest and no changelog. */
+    static void check(CheckpointFiles.Listing listing, long from, long to, String what) {
+        for (long v = Math.max(from, 1); v <= to; v++) {
+            if (!listing.hasChangelog(v) && listing.manifestVersions().contains(v)) {
+                throw new NoChangelogException(what, v);
+            }
+        }
+    }
+}
