@@ -47,7 +47,10 @@ def retention_runs(testfs_jar, tmp_path_factory):
         runs.append(dict(do="run", name=name, query="sum_by_key", inputs=[str(inputs)],
                          checkpoint=ck, timeout_s=900,
                          confs={cq.MODE: mode, cq.CACHE_DIR: str(root / name / "cache"),
-                                cq.MIN_BATCHES: str(RETAIN), cq.MIN_DELTAS: "3"},
+                                cq.MIN_BATCHES: str(RETAIN), cq.MIN_DELTAS: "3",
+                                # every stale version goes at once (Spark's default 0.3 would keep
+                                # up to round(0.3 x 5) = 2 stale ones: test_maintenance_limits.py)
+                                cq.RATIO_EXTRA_SPACE: "0"},
                          count={"store": cq.STORE_FILES_REGEX},
                          settle={"min_batches": RETAIN, "timeout_s": 120}))
         reads.append(dict(do="read_state", checkpoint=ck, cache_root=str(root / name / "reads"),

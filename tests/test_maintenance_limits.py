@@ -29,7 +29,7 @@ KEEP_ALL = {cq.MODE: "snapshot", cq.MIN_BATCHES: "100"}
 CASES = {  # name -> confs of the second run
     "unlimited": {},
     "max_one": {"spark.sql.streaming.stateStore.maxVersionsToDeletePerMaintenance": "1"},
-    "min_ten": {"spark.sql.streaming.ratioExtraSpaceAllowedInCheckpoint": "5.0"},
+    "min_ten": {cq.RATIO_EXTRA_SPACE: "5.0"},
 }
 EXPECTED_VERSIONS = {"unlimited": {10, 11}, "max_one": set(range(2, 12)), "min_ten": set(range(1, 12))}
 
