@@ -75,14 +75,20 @@ final class LoadPlan {
         return new LoadPlan(version, null, manifest, changelogs);
     }
 
+    /** The id of the newest v2 file of {@code version}; missing when there is none. */
+    private static String newestId(CheckpointFiles.Listing listing, Path dir, long version)
+            throws MissingCheckpointFileException {
+        StateFileName newest = listing.newestV2(version);
+        if (newest == null) {
+            throw missing(new Path(dir, version + "_*"), version, version);
+        }
+        return newest.id;
+    }
+
     private static LoadPlan lineage(CheckpointFiles.Listing listing, Path dir, long version, String id)
             throws MissingCheckpointFileException {
         if (id == null) {
-            StateFileName newest = listing.newestV2(version);
-            if (newest == null) {
-                throw missing(new Path(dir, version + "_*"), version, version);
-            }
-            id = newest.id;
+            id = newestId(listing, dir, version);
         }
         Deque<StateFileName> changelogs = new ArrayDeque<>();
         StateFileName manifest = null;
@@ -166,11 +172,7 @@ final class LoadPlan {
             return new Changelogs(out, null, null);
         }
         if (id == null && to > 0) {
-            StateFileName newest = listing.newestV2(to);
-            if (newest == null) {
-                throw missing(new Path(dir, to + "_*"), to, to);
-            }
-            id = newest.id;
+            id = newestId(listing, dir, to);
         }
         Deque<StateFileName> out = new ArrayDeque<>();
         String vid = id;

@@ -43,10 +43,6 @@ final class Retention {
         this.oldestRetainedMtime = oldestRetainedMtime;
     }
 
-    static Retention of(CheckpointFiles.Listing listing, Path dir, boolean v2, int minVersionsToRetain) {
-        return of(listing, dir, v2, minVersionsToRetain, 0, -1);
-    }
-
     /**
      * @param minVersionsToDelete      delete nothing unless at least this many versions go
      * @param maxVersionsToDelete      delete at most this many (the oldest) versions; -1 or 0: no limit

@@ -68,7 +68,6 @@ public final class RemoteStore {
     private final Configuration hadoopConf;
     /** Every {@code spark.sql.streaming.stateStore.ttlstate.*} conf of the query (full keys). */
     private final Map<String, String> ttlstateConfs;
-    private final String storeKey;
     private final String localDirName;
     /** Checkpoint format v2: unique checkpoint ids per version. */
     private final boolean checkpointIds;
@@ -105,8 +104,6 @@ public final class RemoteStore {
         this.storeConf = storeConf;
         this.hadoopConf = hadoopConf;
         this.ttlstateConfs = ttlstateConfs(storeConf);
-        this.storeKey = stateStoreId.checkpointRootLocation() + "|" + stateStoreId.operatorId() + "|"
-                + stateStoreId.partitionId() + "|" + stateStoreId.storeName();
         byte[] suffix = new byte[4];
         RANDOM.nextBytes(suffix);
         this.localDirName = stateStoreId.operatorId() + "_" + stateStoreId.partitionId() + "_"
