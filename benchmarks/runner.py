@@ -43,6 +43,8 @@ VARIANTS = {
     "hdfs": ("HDFS-backed", HDFS, {}),
 }
 DRIVER_MEMORY = os.environ.get("BENCH_DRIVER_MEMORY", "2g")
+# Extra JVM options for profiling runs (e.g. `-XX:StartFlightRecording=filename=...`); unset in `make bench`.
+DRIVER_JAVA_OPTIONS = os.environ.get("BENCH_DRIVER_JAVA_OPTIONS", "")
 SUMMED_METRICS = ("ttlstateRoundTrips", "ttlstateResidentScans", "ttlstatePrefetchedValues", "ttlstateCacheHits", "ttlstateCacheMisses", "ttlstateFilterSkips",
                   "ttlstateExpiredOnRead", "ttlstateExpiredIncremental", "ttlstateExpiredByCompaction")
 
@@ -157,6 +159,8 @@ def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Pat
                .config("spark.local.dir", str(work / "spark-local"))
                .config(ttlstate.CONF_PREFIX + "checkpoint.localCacheDir", str(work / "ttlstate-cache"))
                .config(PROVIDER_KEY, provider))
+    if DRIVER_JAVA_OPTIONS:
+        builder = builder.config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
     for k, v in {**variant_confs, **(confs or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

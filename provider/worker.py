@@ -16,6 +16,7 @@ from typing import Callable
 from . import conf, manifest, statefile
 from . import protocol as p
 from .errors import AuthError, ProtocolError, TtlstateError, UnknownHandleError
+from .frame_source import FrameSource
 from .ttl import MAX_TS
 from .rocksdb_options import RocksDbSettings
 from .store import Store
@@ -28,7 +29,6 @@ MAX_CHUNK_BYTES = 1 << 20
 # A HELLO is 11 bytes plus the token (32 bytes from the JVM): a longer first frame is refused
 # before its body is read, so a connection that has not authenticated costs no memory.
 MAX_HELLO_BYTES = 1024
-_RECV_CHUNK = 1 << 20  # a frame body is received in pieces of at most this size
 
 
 class _Iter:
@@ -323,9 +323,10 @@ class Worker:
     def serve_connection(self, conn: socket.socket):
         owned: set[int] = set()  # stores opened on this connection, closed when it drops
         try:
-            self._handshake(conn)
+            frames = FrameSource(conn)
+            self._handshake(conn, frames)
             while True:
-                body = _recv_frame(conn)
+                body = frames.next()
                 if body is None:
                     return
                 reply = self._dispatch(body, owned)
@@ -348,8 +349,8 @@ class Worker:
                         log.warning("worker %d: closing store %d: %s", self.index, h, e)
             conn.close()
 
-    def _handshake(self, conn: socket.socket):
-        body = _recv_frame(conn, MAX_HELLO_BYTES)
+    def _handshake(self, conn: socket.socket, frames: FrameSource):
+        body = frames.next(MAX_HELLO_BYTES)
         if body is None:
             raise OSError("closed before HELLO")
         r = p.Reader(body)
@@ -420,45 +421,6 @@ def _metrics(w: p.Writer, metrics: list[tuple[str, int]]) -> p.Writer:
 def _consteq(a: bytes, b: bytes) -> bool:
     import hmac
     return hmac.compare_digest(a, b)
-
-
-def _recv_exact(conn: socket.socket, n: int) -> bytes | None:
-    """Exactly n bytes, or None if the peer closed before sending any.
-
-    Memory follows the bytes that arrive (pieces of at most 1 MiB), not the length a frame
-    header announces: a bogus length costs nothing until its bytes really come.
-    """
-    pieces = []
-    got = 0
-    while got < n:
-        buf = bytearray(min(n - got, _RECV_CHUNK))
-        view = memoryview(buf)
-        filled = 0
-        while filled < len(buf):
-            k = conn.recv_into(view[filled:], len(buf) - filled)
-            if k == 0:
-                if got + filled == 0:
-                    return None
-                raise ProtocolError(f"connection closed inside a frame ({got + filled} of {n} bytes)")
-            filled += k
-        pieces.append(buf)
-        got += filled
-    return bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
-
-
-def _recv_frame(conn: socket.socket, limit: int = p.MAX_FRAME) -> bytes | None:
-    """The next frame body (None at a clean EOF); a header announcing more than `limit`
-    bytes is refused before the body is read."""
-    header = _recv_exact(conn, 4)
-    if header is None:
-        return None
-    n = p.frame_length(header)
-    if n > limit:
-        raise AuthError(f"first frame of {n} bytes is not a HELLO (at most {limit} bytes)")
-    body = _recv_exact(conn, n)
-    if body is None:
-        raise ProtocolError("connection closed after a frame header")
-    return body
 
 
 def _send_quietly(conn: socket.socket, data: bytes):

@@ -272,3 +272,38 @@ def test_ttl_stores_iterate_through_the_worker(js, tmp_path):
     s = js.get_store(p, 1)
     assert js.data(s) == {("k", i): i for i in range(10)}
     assert js.custom_metrics(s)["ttlstateResidentScans"] == 0
+
+
+@pytest.mark.parametrize("filter_on", ["true", "false"])
+def test_writes_after_reads_the_worker_answered_keep_the_key_count(js, tmp_path, filter_on):
+    """With the cache off, a write's presence hint comes from the worker's answer to an
+    earlier read of the key (what an aggregation over a state larger than the cache does:
+    read every key, then write it). A wrong hint would miscount the keys."""
+    conf = js.store_conf(**{PREFIX + "cache.maxBytes": "0", PREFIX + "keyFilter.enabled": filter_on})
+    p = js.provider(new_root(tmp_path), conf=conf)
+    _commit_keys(js, p, 0, range(300))
+    s = js.get_store(p, 1)
+    assert [js.get(s, "k", i) for i in range(250, 350)] == list(range(250, 300)) + [None] * 50
+    for i in range(250, 350):  # 50 over present keys, 50 new
+        js.put(s, "k", i, i + 1)
+    for i in (0, 1, 2, 400, 401):  # removes of keys read present and absent
+        assert js.get(s, "k", i) == (i if i < 300 else None)
+        js.remove(s, "k", i)
+    js.remove(s, "k", 250)  # a key written in this transaction
+    assert s.commit() == 2
+    assert s.metrics().numKeys() == 300 + 50 - 3 - 1
+    assert js.data(js.get_store(p, 2)) == {("k", i): (i if i < 250 else i + 1) for i in range(3, 350) if i != 250}
+
+
+def test_the_key_filter_has_no_false_negatives_and_few_false_positives(spark):
+    import random
+    rnd = random.Random(7)
+    keys = {rnd.randbytes(12) for _ in range(20_000)}
+    absent = [k for k in (rnd.randbytes(12) for _ in range(20_000)) if k not in keys]
+    for first_capacity in (20_000, 1024):  # one stage; stages added as it fills
+        f = spark._jvm.io.ttlstate.spark.cache.KeyFilter(first_capacity)
+        for k in keys:
+            f.add(bytearray(k))
+        assert all(f.mightContain(bytearray(k)) for k in keys)
+        false_positives = sum(f.mightContain(bytearray(k)) for k in absent)
+        assert false_positives < 0.01 * len(absent), (first_capacity, false_positives)

@@ -8,11 +8,10 @@ import java.util.List;
  * no round trip to the worker. It only grows: a removed key stays in it (a later lookup of
  * it asks the worker, which is correct, only slower). When a stage is full a new one of
  * twice the capacity is added (a scalable Bloom filter), so the false-positive rate stays
- * near {@code stages x 2^-(BITS_PER_KEY x ln 2)} however many keys arrive. Not thread-safe.
+ * near {@code stages x} one stage's (about 0.1%) however many keys arrive. Not thread-safe.
  */
 public final class KeyFilter {
     static final int BITS_PER_KEY = 16;
-    private static final int HASHES = 11; // ~ BITS_PER_KEY x ln 2
     private static final int MIN_CAPACITY = 1024;
 
     private final List<Stage> stages = new ArrayList<>();
@@ -37,7 +36,7 @@ public final class KeyFilter {
         keys++;
     }
 
-    boolean mightContain(byte[] key) {
+    public boolean mightContain(byte[] key) {
         long h = KeyBytes.hash64(key);
         for (int i = stages.size() - 1; i >= 0; i--) {
             if (stages.get(i).contains(h)) {
@@ -61,35 +60,50 @@ public final class KeyFilter {
         return b;
     }
 
+    /**
+     * A blocked Bloom filter stage: each key sets (and a lookup tests) one bit in each of the
+     * 8 words of one 64-byte block, so an operation touches one cache line instead of
+     * {@code ~BITS_PER_KEY x ln 2} scattered ones (the split block Bloom filter of Parquet and
+     * Impala; at 16 bits per key its false-positive rate is about 0.1%, measured in tests).
+     */
     private static final class Stage {
+        private static final long[] SALT = {
+            0x47b6137b44974d91L, 0x8824ad5ba2b7289dL, 0x705495c72df1424bL, 0x9efc49475c6bfb31L,
+            0x2ba5a4c5c1f1b4e5L, 0xa7d7f1e6c3b2d4c9L, 0x5bd1e9955bd1e995L, 0xc2b2ae3d27d4eb4fL};
         final long capacity;
         final long[] bits;
-        final long numBits;
+        final int blocks;
         long count;
 
         Stage(long capacity) {
             this.capacity = capacity;
-            long words = Math.max(1, (capacity * BITS_PER_KEY + 63) / 64);
-            this.bits = new long[(int) Math.min(words, Integer.MAX_VALUE - 8)];
-            this.numBits = 64L * bits.length;
+            long words = Math.max(8, (capacity * BITS_PER_KEY + 63) / 64);
+            this.blocks = (int) Math.min((words + 7) / 8, (Integer.MAX_VALUE - 8) / 8);
+            this.bits = new long[8 * blocks];
+        }
+
+        /** The first word of the block of hash {@code h} (its high half picks the block). */
+        private int block(long h) {
+            return 8 * (int) (((h >>> 32) * blocks) >>> 32);
+        }
+
+        /** The bit {@code h}'s low half selects in word {@code i} of its block. */
+        private static long mask(long h, int i) {
+            return 1L << (((h & 0xffffffffL) * SALT[i]) >>> 58);
         }
 
         void add(long h) {
-            int h1 = (int) h;
-            int h2 = (int) (h >>> 32);
-            for (int i = 0; i < HASHES; i++) {
-                long bit = Integer.toUnsignedLong(h1 + i * h2) % numBits;
-                bits[(int) (bit >>> 6)] |= 1L << bit;
+            int b = block(h);
+            for (int i = 0; i < 8; i++) {
+                bits[b + i] |= mask(h, i);
             }
             count++;
         }
 
         boolean contains(long h) {
-            int h1 = (int) h;
-            int h2 = (int) (h >>> 32);
-            for (int i = 0; i < HASHES; i++) {
-                long bit = Integer.toUnsignedLong(h1 + i * h2) % numBits;
-                if ((bits[(int) (bit >>> 6)] & (1L << bit)) == 0) {
+            int b = block(h);
+            for (int i = 0; i < 8; i++) {
+                if ((bits[b + i] & mask(h, i)) == 0) {
                     return false;
                 }
             }

@@ -46,6 +46,13 @@ final class RemoteTxn {
     private final long writeExpiry;
     private final StoreMetrics metrics;
     private final Map<KeyBytes, byte[]> written = new HashMap<>();
+    /**
+     * Whether the worker found each key it answered a read of (stores without TTL, write
+     * transactions): the presence hint of the key's first write when the view could not keep
+     * the value (a state larger than the cache). Bounded by {@link #MAX_ANSWERED}.
+     */
+    private Map<KeyBytes, Boolean> answered;
+    static final int MAX_ANSWERED = 1 << 18;
     private FrameWriter batch;
     private int batchCount;
     /** Reads answered in the JVM since the last flush, reported to the worker's TTL cleanup. */
@@ -127,17 +134,28 @@ final class RemoteTxn {
 
     /**
      * Whether the worker will find {@code key} stored when it applies this write, if the view
-     * knows and it matters, on a store without TTL (with TTL the worker needs the old entry's
+     * (or the worker's answer to a read of it, {@link #answered}) knows and it matters, on a store without TTL (with TTL the worker needs the old entry's
      * timestamp anyway, and an expired entry the view does not show may still be stored). For
      * a transaction with an overlay that is the committed version, so only a key's first write
      * qualifies; a transaction writing into the database changes the view as it writes, so any
      * write whose key is not in the unsent batch qualifies.
      */
     private CachedVersionView.Presence presence(byte[] key) {
-        if (view == null || settings.ttlMs != 0 || readOnly || written.containsKey(new KeyBytes(key))) {
+        if (settings.ttlMs != 0 || readOnly) {
             return CachedVersionView.Presence.UNKNOWN;
         }
-        return view.presence(key, version);
+        KeyBytes k = new KeyBytes(key);
+        if (written.containsKey(k)) {
+            return CachedVersionView.Presence.UNKNOWN;
+        }
+        CachedVersionView.Presence p = view == null ? CachedVersionView.Presence.UNKNOWN : view.presence(key, version);
+        if (p == CachedVersionView.Presence.UNKNOWN && answered != null) {
+            Boolean found = answered.get(k);
+            if (found != null) {
+                return found ? CachedVersionView.Presence.PRESENT : CachedVersionView.Presence.ABSENT;
+            }
+        }
+        return p;
     }
 
     /** Records a write just appended to the batch; sends the batch once it is big enough. */
@@ -208,6 +226,14 @@ final class RemoteTxn {
             long expiresAt = r.i64();
             if (view != null) {
                 view.remember(key, value, expiresAt, version);
+            }
+        }
+        if (settings.ttlMs == 0 && !readOnly) {
+            if (answered == null) {
+                answered = new HashMap<>();
+            }
+            if (answered.size() < MAX_ANSWERED) {
+                answered.put(new KeyBytes(key), value != null);
             }
         }
         return value;
