@@ -113,3 +113,25 @@ def test_readme_lists_exactly_the_refusals_the_script_expects():
     script = [(r.feature, r.tests, r.error) for r in spark_tests.EXPECTED_REFUSALS]
     assert sorted(readme_refusals()) == sorted(script)
     assert "make spark-tests" in (ROOT / "README.md").read_text()
+
+
+def test_forcing_sitecustomize_rewrites_the_provider_and_leaves_pyspark_importable(tmp_path):
+    """The sitecustomize of the ttlstate side, in a fresh Python importing pyspark from the
+    installed pyspark.zip as Spark's Python workers do: a SparkConf's provider class becomes the
+    forced one, other keys are kept, and the worker modules still import (a patched zipimporter
+    once broke every module of the zip)."""
+    import subprocess
+    zip_path = spark_tests.pyspark_home() / "python" / "lib" / "pyspark.zip"
+    code = ("import pyspark, pyspark.daemon, pyspark.worker\n"
+            "from pyspark import SparkConf\n"
+            "c = SparkConf(loadDefaults=False)\n"
+            "c.set('spark.sql.streaming.stateStore.providerClass', 'RocksDBProvider')\n"
+            "c.set('spark.sql.shuffle.partitions', '5')\n"
+            "print(pyspark.__file__); print(sorted(c.getAll()))\n")
+    env = {**__import__("os").environ, "TTLSTATE_FORCE_PROVIDER": "Forced",
+           "PYTHONPATH": f"{spark_tests.SITE_DIR}:{zip_path}"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].startswith(str(zip_path))
+    assert out[1] == str([("spark.sql.shuffle.partitions", "5"),
+                          ("spark.sql.streaming.stateStore.providerClass", "Forced")])

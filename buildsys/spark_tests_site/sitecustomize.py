@@ -33,22 +33,34 @@ def force_provider(spark_conf_class, provider: str) -> None:
     spark_conf_class.set = set
 
 
+class _PatchingLoader(importlib.abc.Loader):
+    """The loader of `pyspark.conf`, patching SparkConf once the module ran. A wrapper, not a
+    patched loader: a zipimporter (pyspark.zip, which Python workers import from) loads every
+    module of the zip."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        force_provider(module.SparkConf, FORCED)
+
+    def __getattr__(self, name):  # get_source, get_resource_reader, ...
+        return getattr(self.loader, name)
+
+
 class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps the loader of `pyspark.conf` to patch SparkConf once loaded."""
+    """Finds `pyspark.conf` where the path finder would, with a loader that patches it."""
 
     def find_spec(self, name, path, target=None):
         if name != "pyspark.conf":
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            force_provider(module.SparkConf, FORCED)
-
-        spec.loader.exec_module = exec_and_patch
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PatchingLoader(spec.loader)
         return spec
 
 
