@@ -99,6 +99,8 @@ EXPECTED_REFUSALS = (
     Refusal("transformWithState", REPARTITION + "*_tws*", TWS_REFUSED),
     Refusal("offline state repartition", REPARTITION + "*",
             "STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER"),
+    Refusal("real-time mode", "pyspark.sql.tests.streaming.test_streaming.*real_time*",
+            "STREAMING_REAL_TIME_MODE.SQL_CONFIGURATION_NOT_SUPPORTED"),
 )
 
 
