@@ -60,7 +60,8 @@ test-matrix: setup
 # pyspark.zip), once on stock Spark and once with ttlstate forced on every session; prints the
 # tests whose outcome differs and exits 1 unless each is a refusal the README documents
 # (buildsys/spark_tests.py; SPARK_TESTS_ARGS, e.g. `--sides ttlstate` to rerun one side,
-# `--modules pyspark/sql/tests/streaming/test_streaming.py`). Not part of `make test`: too long.
+# `--modules pyspark/sql/tests/streaming/test_streaming.py`). Not part of `make test`: about 40
+# minutes on 2 cores.
 spark-tests: setup
 	$(PYTHON) buildsys/spark_tests.py $(SPARK_TESTS_ARGS)
 
