@@ -12,7 +12,7 @@ TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) bui
 BENCH_JAR := jvm-shim/build/libs/ttlstate-bench.jar
 BENCH_SOURCES := $(shell find jvm-shim/src/bench -name '*.java' 2>/dev/null) build.gradle
 
-.PHONY: setup deps jar demo cluster-demo test test-quick test-matrix bench clean
+.PHONY: setup deps jar demo cluster-demo test test-quick test-matrix spark-tests bench clean
 
 setup: deps jar
 
@@ -55,6 +55,15 @@ test-quick: setup
 # MATRIX_ARGS, e.g. `--current upgrade` or `--versions 4.0.5`; pytest arguments after `--`).
 test-matrix: setup
 	$(PYTHON) buildsys/spark_matrix.py $(MATRIX_ARGS)
+
+# Spark's own PySpark streaming and stateful test modules (from the installed pyspark's
+# pyspark.zip), once on stock Spark and once with ttlstate forced on every session; prints the
+# tests whose outcome differs and exits 1 unless each is a refusal the README documents
+# (buildsys/spark_tests.py; SPARK_TESTS_ARGS, e.g. `--sides ttlstate` to rerun one side,
+# `--modules pyspark/sql/tests/streaming/test_streaming.py`). Not part of `make test`: about 40
+# minutes on 2 cores.
+spark-tests: setup
+	$(PYTHON) buildsys/spark_tests.py $(SPARK_TESTS_ARGS)
 
 # Every benchmark of benchmarks/ (several hours on 2 cores: the query comparison runs every provider
 # 3 times, the 200k-row join and the scale workloads are long); results in benchmarks/results/.
