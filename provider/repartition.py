@@ -100,8 +100,14 @@ def repartition(location: str, num_partitions, progress: Progress | None = None)
     committed_meta = logs.metadata(last_commit)
     old_n = _partitions_of(committed_meta, logs.path(logs.offsets, last_commit))
     retried = False
-    if last_offset == last_commit + 1 and _is_rescale_of(logs, last_offset, last_commit, num_partitions):
+    interrupted = _rescale_to(logs, last_offset, last_commit) if last_offset == last_commit + 1 else None
+    if interrupted == num_partitions:
         retried = True  # an interrupted rescale to the same count: finish it
+    elif interrupted is not None:
+        raise RepartitionNotStoppedError(
+            f"{loc.path}: batch {last_offset} is a rescale to {interrupted} partitions that did "
+            f"not finish: run it again with --partitions {interrupted} first, then rescale to "
+            f"{num_partitions}")
     elif last_offset != last_commit:
         raise RepartitionNotStoppedError(
             f"{loc.path}: batch {last_offset} started (offsets/{last_offset}) and did not commit "
@@ -236,19 +242,20 @@ def _partitions_of(meta: dict, path: str) -> int:
     return n
 
 
-def _is_rescale_of(logs: _Logs, batch: int, committed: int, num_partitions: int) -> bool:
-    """Whether offset entry `batch` is a rescale of `committed` to `num_partitions` that did not
-    commit: equal to `committed`'s entry but for the partition count, which is `num_partitions`."""
+def _rescale_to(logs: _Logs, batch: int, committed: int) -> int | None:
+    """The partition count of offset entry `batch` if it is a rescale of `committed` that did
+    not commit (equal to `committed`'s entry but for the partition count), else None."""
     try:
         new, old = logs.lines(logs.offsets, batch), logs.lines(logs.offsets, committed)
         new_meta, old_meta = json.loads(new[1]), json.loads(old[1])
-    except (RepartitionUnsupportedError, IndexError, ValueError):
-        return False
-    if new_meta.get("conf", {}).get(SHUFFLE_PARTITIONS) != str(num_partitions):
-        return False
-    new_meta["conf"] = {k: v for k, v in new_meta["conf"].items() if k != SHUFFLE_PARTITIONS}
-    old_meta["conf"] = {k: v for k, v in old_meta.get("conf", {}).items() if k != SHUFFLE_PARTITIONS}
-    return new_meta == old_meta and new[0] == old[0] and new[2:] == old[2:]
+        n = int(new_meta["conf"][SHUFFLE_PARTITIONS])
+        if str(n) == old_meta["conf"].get(SHUFFLE_PARTITIONS):
+            return None
+        new_meta["conf"] = {k: v for k, v in new_meta["conf"].items() if k != SHUFFLE_PARTITIONS}
+        old_meta["conf"] = {k: v for k, v in old_meta["conf"].items() if k != SHUFFLE_PARTITIONS}
+    except (RepartitionUnsupportedError, IndexError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return n if new_meta == old_meta and new[0] == old[0] and new[2:] == old[2:] else None
 
 
 # -- planning: which stores, where their keys' columns are -----------------------------------
@@ -296,7 +303,7 @@ def _plan(loc: cr.CheckpointLocation, old_n: int, read_version: int) -> list[_St
                 hash_fields = n_fields - 1
             elif info.num_prefix_cols:
                 hash_fields = info.num_prefix_cols
-            sources, targets = [], []
+            sources = []
             op_dir = os.path.join(loc.state_dir, str(op.id))
 
             def store_path(p: int, op_dir=op_dir, name=info.name) -> str:
