@@ -447,3 +447,83 @@ def test_finishes_an_interrupted_rescale(agg_checkpoint, tmp_path):
     doc = json.loads(r.stdout)
     assert doc["retried"] and doc["newBatch"] == new_batch
     assert _all_entries(ck) == before
+
+
+# -- without Spark: a checkpoint written by ttlstate's own store --------------------------
+
+def _utf(s):
+    b = s.encode()
+    return struct.pack(">H", len(b)) + b
+
+
+def _synthetic_checkpoint(root: pathlib.Path, n: int, keys: int = 200, ttl: bool = True):
+    """A one-batch checkpoint of an aggregation keyed by (string, long) on `n` partitions, its
+    state written by `Store` (TTL layout: timestamp i * 1000 for key i), each key in the
+    partition Spark's hash partitioning gives it; Spark's logs, metadata and schema file."""
+    from ttlstate.store import Store
+    from ttlstate.ttl.config import TtlConfig
+
+    key_types = ["string", "long"]
+    schema = _schema(key_types)
+    value_schema = _schema(["long"])
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 5000,
+            "conf": {SHUFFLE: str(n), "spark.sql.streaming.stateStore.providerClass": "x"}}
+    (root / "offsets" / "0").write_text("v1\n" + json.dumps(meta) + '\n{"logOffset":0}')
+    (root / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    op = root / "state" / "0"
+    (op / "_metadata").mkdir(parents=True)
+    (op / "_metadata" / "metadata").write_text("v1\n" + json.dumps({
+        "operatorInfo": {"operatorId": 0, "operatorName": "stateStoreSave"},
+        "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0, "numPartitions": n}]}))
+    expected = {}
+    stores = [Store(f"s{p}", str(root / "tmp" / str(p)), TtlConfig(ttl_ms=60_000) if ttl else TtlConfig())
+              for p in range(n)]
+    txns = [s.begin(0, False, batch_ts=5000) for s in stores]
+    for i in range(keys):
+        k = encode_row([f"key-{i}", i * 7], key_types)
+        v = encode_row([i], ["long"])
+        p = spark_hash.partition_of(k, schema, n)
+        txns[p].put(k, v)
+        expected[k] = v
+    for p, (s, t) in enumerate(zip(stores, txns)):
+        (op / str(p)).mkdir()
+        s.commit(t, 1, str(op / str(p) / "1.changelog"))
+        s.close(delete_files=True)
+    (op / "0" / "_metadata").mkdir()
+    (op / "0" / "_metadata" / "schema").write_bytes(
+        _utf("v2") + struct.pack(">i", 1) + _utf(json.dumps(schema))
+        + struct.pack(">i", 1) + _utf(json.dumps(value_schema)))
+    shutil.rmtree(root / "tmp")
+    return schema, expected
+
+
+def _check_placed(root, schema, expected, n):
+    entries = _all_entries(root)
+    assert {k: v for (_, _, k), (v, _) in entries.items()} == expected
+    loc = cr.CheckpointLocation(str(root))
+    for sd in loc.stores(loc.operator(0)):
+        if sd.partition < n:
+            with cr.materialise(sd, loc.last_committed_batch() + 1) as loaded:
+                for k, _, _ in loaded.entries():
+                    assert spark_hash.partition_of(k, schema, n) == sd.partition
+    return entries
+
+
+@pytest.mark.parametrize("ttl", [True, False])
+def test_rescales_a_checkpoint_written_by_the_store(tmp_path, ttl):
+    schema, expected = _synthetic_checkpoint(tmp_path, 4, ttl=ttl)
+    before = _check_placed(tmp_path, schema, expected, 4)
+    assert all((ts is not None) == ttl for _, ts in before.values())
+    for n, batch in ((8, 1), (3, 2)):
+        result = repartition(str(tmp_path), n)
+        assert (result.new_batch, result.version, result.new_partitions) == (batch, batch + 1, n)
+        assert sum(result.stores[0]["keysPerPartition"]) == len(expected)
+        assert _offset_conf(tmp_path, batch)[SHUFFLE] == str(n)
+        assert (tmp_path / "commits" / str(batch)).read_text() == (tmp_path / "commits" / "0").read_text()
+        offsets = [(tmp_path / "offsets" / str(b)).read_text().splitlines() for b in (0, batch)]
+        assert offsets[0][2:] == offsets[1][2:]  # the sources' offsets as they were
+        assert _check_placed(tmp_path, schema, expected, n) == before  # TTL timestamps kept
+    assert (tmp_path / "state" / "0" / "7" / "2.manifest").exists()  # from the rescale to 8
+    assert not (tmp_path / "state" / "0" / "7" / "3.manifest").exists()  # beyond 3: left alone
