@@ -147,7 +147,7 @@ def _dedup(df):
 
 def _session(df):
     from pyspark.sql import functions as F
-    return (df.withWatermark("ts", "10 minutes")
+    return (df.withWatermark("ts", "30 seconds")
             .groupBy(F.session_window("ts", "90 seconds"), "key")
             .agg(F.count("*").alias("n"), F.sum("value").alias("s")))
 
@@ -178,7 +178,7 @@ QUERIES = {  # name: (build, output mode, inputs)
     "aggregation": (_agg, "update", 1),
     "window_aggregation": (_window_agg, "update", 1),
     "dedup": (_dedup, "append", 1),
-    "session_window": (_session, "update", 1),
+    "session_window": (_session, "append", 1),  # Spark has no update mode for session windows
     "apply_in_pandas_with_state": (_pandas, "update", 1),
     "stream_stream_join": (_join, "append", 2),
 }
