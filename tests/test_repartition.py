@@ -423,6 +423,7 @@ def test_refuses_keys_not_where_spark_puts_them(agg_checkpoint, tmp_path):
     (state / "0").rename(state / "x")
     (state / "1").rename(state / "0")
     (state / "x").rename(state / "1")
+    (state / "1" / "_metadata").rename(state / "0" / "_metadata")  # the schema stays in partition 0
     _refused(ck, 8, "TTLSTATE_REPARTITION_UNSUPPORTED", "is in partition", "nothing was changed")
 
 
