@@ -126,26 +126,27 @@ def repartition(location: str, num_partitions, progress: Progress | None = None)
     version = new_batch + 1
     plans = _plan(loc, old_n, last_commit + 1)
     with tempfile.TemporaryDirectory(prefix="ttlstate-repartition-") as tmp:
-        built = []
-        for i, plan in enumerate(plans):
-            if progress:
-                progress(i, len(plans), plan.label)
-            built.append(_rescale_store(plan, num_partitions, version, os.path.join(tmp, str(i))))
-        if progress:
-            progress(len(plans), len(plans), "writing")
+        built: list[_Built] = []
         written: list[str] = []
         try:
-            for b in built:
-                _install(b, written)
-            if not retried:
-                logs.add_offset(new_batch, last_commit, num_partitions)
-                written.append(logs.path(logs.offsets, new_batch))
-            logs.add_commit(new_batch, last_commit)
-        except BaseException:
-            for path in reversed(written):
-                with contextlib.suppress(OSError):
-                    os.remove(path)
-            raise
+            for i, plan in enumerate(plans):
+                if progress:
+                    progress(i, len(plans), plan.label)
+                built.append(_rescale_store(plan, num_partitions, version, os.path.join(tmp, str(i))))
+            if progress:
+                progress(len(plans), len(plans), "writing")
+            try:
+                for b in built:
+                    _install(b, written)
+                if not retried:
+                    logs.add_offset(new_batch, last_commit, num_partitions)
+                    written.append(logs.path(logs.offsets, new_batch))
+                logs.add_commit(new_batch, last_commit)
+            except BaseException:
+                for path in reversed(written):
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
+                raise
         finally:
             for b in built:
                 for t in b.targets:
