@@ -2,8 +2,8 @@
 
 - The placement: `spark_hash` against Spark's own `pmod(hash(cols), n)` on rows of int,
   long, string, double, timestamp and struct (window) columns (UnsafeRows encoded here).
-- End to end: aggregation, dropDuplicates, session window, applyInPandasWithState and a
-  stream-stream join run on 4 partitions, stop, are rescaled to 8, run more batches, stop,
+- End to end: aggregations (a string and long key; a window), dropDuplicates(WithinWatermark),
+  a session window, applyInPandasWithState and a stream-stream join run on 4 partitions, stop, are rescaled to 8, run more batches, stop,
   are rescaled to 3 and run more batches; every batch's output equals an undisturbed run of
   the HDFS-backed provider on the same input (a misplaced key gives another output).
 - TTL (processing time, the batch clock): the stored TTL timestamps are the same before and
@@ -145,6 +145,11 @@ def _dedup(df):
     return df.dropDuplicates(["key"]).select("key", "value")
 
 
+def _dedup_within_watermark(df):
+    return (df.withWatermark("ts", "30 seconds").dropDuplicatesWithinWatermark(["key"])
+            .select("key", "value"))
+
+
 def _session(df):
     from pyspark.sql import functions as F
     return (df.withWatermark("ts", "30 seconds")
@@ -178,6 +183,7 @@ QUERIES = {  # name: (build, output mode, inputs)
     "aggregation": (_agg, "update", 1),
     "window_aggregation": (_window_agg, "update", 1),
     "dedup": (_dedup, "append", 1),
+    "dedup_within_watermark": (_dedup_within_watermark, "append", 1),
     "session_window": (_session, "append", 1),  # Spark has no update mode for session windows
     "apply_in_pandas_with_state": (_pandas, "update", 1),
     "stream_stream_join": (_join, "append", 2),
