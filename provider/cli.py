@@ -56,8 +56,8 @@ def _parser() -> argparse.ArgumentParser:
         # the `ttlstate` console command or `python -m ttlstate`
         prog="ttlstate" if os.path.basename(sys.argv[0]) == "ttlstate" else "python -m ttlstate",
         description="Look inside the state of a streaming query's checkpoint kept by ttlstate, "
-                    "or rescale a stopped query's state to another number of shuffle partitions. "
-                    "Local file system paths and file: URIs only (not hdfs:, s3a:, ...).")
+                    "or rescale a stopped query's state to another number of shuffle partitions: "
+                    "local file system paths and file: URIs only (not hdfs:, s3a:, ...).")
     sub = p.add_subparsers(dest="command", required=True,
                            metavar="{inspect,dump,verify,repartition}")
 
@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
                         "and record it as Spark's offline repartition does: a new batch in the "
                         "offset log whose conf says spark.sql.shuffle.partitions=N, and in the "
                         "commit log. The restarted query runs with N partitions. Stop the query "
-                        "first. Local file system paths and file: URIs only.")
+                        "first. Works on local file system paths and file: URIs only (not hdfs:, s3a:, ...).")
     location(sp)
     sp.add_argument("--partitions", required=True, metavar="N",
                     help="the new number of shuffle partitions (a positive integer)")
