@@ -1,6 +1,6 @@
-"""`python -m ttlstate inspect|dump|verify <checkpointLocation>`: argument parsing, the three
-commands and their text or JSON output. Reading the checkpoint is `checkpoint_reader`;
-decoding Spark's rows is `unsaferow`.
+"""`python -m ttlstate inspect|dump|verify|repartition <checkpointLocation>`: argument parsing,
+the commands and their text or JSON output. Reading the checkpoint is `checkpoint_reader`;
+decoding Spark's rows is `unsaferow`; rescaling a stopped query's state is `repartition`.
 
 Exit status: 0 success; 1 `verify` found problems (or `inspect` could not load a store);
 2 a usage error or a location that cannot be read as asked (`error: [CLASS] message`).
@@ -17,7 +17,7 @@ import sys
 import time
 
 from . import checkpoint_reader as cr
-from . import statefile, unsaferow
+from . import repartition, statefile, unsaferow
 from .conf import PREFIX
 from .errors import TtlstateError
 from .ttl import event_time, expiration_ts
@@ -55,9 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         # the `ttlstate` console command or `python -m ttlstate`
         prog="ttlstate" if os.path.basename(sys.argv[0]) == "ttlstate" else "python -m ttlstate",
-        description="Look inside the state of a streaming query's checkpoint kept by ttlstate. "
-                    + LOCAL_ONLY)
-    sub = p.add_subparsers(dest="command", required=True, metavar="{inspect,dump,verify}")
+        description="Look inside the state of a streaming query's checkpoint kept by ttlstate, "
+                    "or rescale a stopped query's state to another number of shuffle partitions: "
+                    "local file system paths and file: URIs only (not hdfs:, s3a:, ...).")
+    sub = p.add_subparsers(dest="command", required=True,
+                           metavar="{inspect,dump,verify,repartition}")
 
     def location(sp):
         sp.add_argument("location", metavar="checkpointLocation",
@@ -113,6 +115,19 @@ def _parser() -> argparse.ArgumentParser:
     location(sp)
     sp.add_argument("--json", action="store_true", help="print one JSON document")
     sp.set_defaults(run=_verify)
+
+    sp = sub.add_parser("repartition", help="rescale a STOPPED query's state to N shuffle partitions",
+                        description="Rewrite the state of a stopped query to N shuffle partitions "
+                        "(each key where Spark's hash partitioning puts it, TTL timestamps kept) "
+                        "and record it as Spark's offline repartition does: a new batch in the "
+                        "offset log whose conf says spark.sql.shuffle.partitions=N, and in the "
+                        "commit log. The restarted query runs with N partitions. Stop the query "
+                        "first. Works on local file system paths and file: URIs only (not hdfs:, s3a:, ...).")
+    location(sp)
+    sp.add_argument("--partitions", required=True, metavar="N",
+                    help="the new number of shuffle partitions (a positive integer)")
+    sp.add_argument("--json", action="store_true", help="print one JSON document")
+    sp.set_defaults(run=_repartition)
     return p
 
 
@@ -438,6 +453,31 @@ def _verify(args) -> int:
         print(f"{loc.path}: {checked} files checked, "
               + (f"{len(problems)} problem{_s(len(problems))}" if problems else "all good"))
     return 1 if problems else 0
+
+
+# -- repartition ------------------------------------------------------------------------------
+
+def _repartition(args) -> int:
+    try:
+        n = int(args.partitions)
+    except ValueError:
+        n = args.partitions
+    r = repartition.repartition(args.location, n, _Progress("rescaling stores"))
+    if args.json:
+        print(json.dumps({
+            "checkpoint": r.checkpoint, "oldPartitions": r.old_partitions,
+            "newPartitions": r.new_partitions, "readBatch": r.read_batch, "newBatch": r.new_batch,
+            "stateVersion": r.version, "retried": r.retried, "stores": r.stores}, indent=1))
+        return 0
+    print(f"{r.checkpoint}: rescaled from {r.old_partitions} to {r.new_partitions} shuffle "
+          f"partitions{' (an interrupted rescale finished)' if r.retried else ''}")
+    print(f"  state of batch {r.read_batch} written as version {r.version}; batch {r.new_batch} "
+          f"recorded in offsets/ and commits/ with spark.sql.shuffle.partitions={r.new_partitions}")
+    for s in r.stores:
+        print(f"  operator {s['operator']} ({s['operatorName']}), store {s['store']}: {s['keys']} "
+              f"keys, per partition {s['keysPerPartition']}")
+    print("  restart the query to continue with the new partition count")
+    return 0
 
 
 # -- output helpers -----------------------------------------------------------------------------

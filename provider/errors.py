@@ -121,3 +121,29 @@ class CheckpointTooNewError(TtlstateError):
     changelog format); names the writing and the running ttlstate and Spark (DESIGN 59)."""
 
     error_class = "TTLSTATE_CHECKPOINT_TOO_NEW"
+
+
+class RepartitionError(TtlstateError):
+    """`python -m ttlstate repartition` refuses to rescale a checkpoint; the message says why
+    and what to do (DESIGN 65)."""
+
+
+class RepartitionInvalidPartitionsError(RepartitionError):
+    """The partition count asked for is not a positive integer, or is the count the query
+    already runs with."""
+
+    error_class = "TTLSTATE_REPARTITION_INVALID_PARTITIONS"
+
+
+class RepartitionNotStoppedError(RepartitionError):
+    """The checkpoint has no committed batch, or a batch that started and did not commit (a
+    running or failed query): only a stopped query's committed state is rescaled."""
+
+    error_class = "TTLSTATE_REPARTITION_NOT_STOPPED"
+
+
+class RepartitionUnsupportedError(RepartitionError):
+    """An operator, store, key type, checkpoint format or state not written by ttlstate that
+    the rescale cannot place by Spark's hash partitioning; names it and why."""
+
+    error_class = "TTLSTATE_REPARTITION_UNSUPPORTED"

@@ -60,7 +60,7 @@ def iso(ts: dt.datetime) -> str:
 # Without Spark
 
 def test_help_says_local_paths_only():
-    for args in ([], ["inspect"], ["dump"], ["verify"]):
+    for args in ([], ["inspect"], ["dump"], ["verify"], ["repartition"]):
         out = cli(*args, "--help").stdout
         assert "local file system paths and file: URIs only" in " ".join(out.split()), out
 
