@@ -5,7 +5,8 @@ on Spark's RocksDB provider with changelog checkpointing, on the same input; the
 of every batch range must be the same rows (batch, change type, key, value, partition).
 
 A join's change feed is read store by store (`storeName`); Spark refuses `joinSide` together
-with `readChangeFeed` for every provider (tested: the same refusal on both).
+with `readChangeFeed` for every provider (`STDS_CONFLICT_OPTIONS`; tested: the same refusal
+on both).
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def test_join_change_feed_by_join_side_is_refused_as_for_rocksdb(ck, spark):
             pytest.fail(f"{tag}: joinSide with readChangeFeed gave {len(change_feed_side)} rows")
         errors[tag] = str(e.value).splitlines()[0]
     assert errors["ours"] == errors["rocksdb"], errors
+    assert "STDS_CONFLICT_OPTIONS" in errors["ours"], errors
     assert "joinSide" in errors["ours"] and "readChangeFeed" in errors["ours"], errors
 
 
