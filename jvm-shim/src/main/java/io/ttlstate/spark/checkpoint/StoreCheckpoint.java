@@ -2,6 +2,7 @@ package io.ttlstate.spark.checkpoint;
 
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -138,8 +139,9 @@ public final class StoreCheckpoint {
         long version = plan.version;
         for (int attempt = 0; ; attempt++) {
             List<LocalFileCache.Entry> used = new ArrayList<>();
+            Map<java.nio.file.Path, org.apache.hadoop.fs.Path> remotes = new HashMap<>();
             try {
-                long numKeys = loadOnce(conn, storeHandle, plan, batchTimestampMs, metrics, used);
+                long numKeys = loadOnce(conn, storeHandle, plan, batchTimestampMs, metrics, used, remotes);
                 long ms = StoreMetrics.millisSince(start);
                 metrics.loadMs.addAndGet(ms);
                 metrics.checkpointLoads.incrementAndGet();
@@ -153,13 +155,34 @@ public final class StoreCheckpoint {
             } catch (WorkerException e) {
                 List<LocalFileCache.Entry> hits = used.stream().filter(x -> x.hit).collect(Collectors.toList());
                 if (attempt > 0 || !ErrorClasses.CORRUPT_FILE.equals(e.errorClass()) || hits.isEmpty()) {
-                    throw e;
+                    throw namingCheckpointFile(e, remotes);
                 }
                 LOG.warn("Loading version {} of {} found a damaged file ({}); dropping {} cached files "
                         + "and downloading them again", version, files.store(), e.getMessage(), hits.size());
                 hits.forEach(h -> cache.evict(h.path));
             }
         }
+    }
+
+    /**
+     * {@code e} with each local copy it names replaced by the checkpoint file it is a copy of
+     * (the copy's path kept in parentheses): the worker reads the local cache, the user looks
+     * for the checkpoint's file.
+     */
+    static WorkerException namingCheckpointFile(WorkerException e, Map<java.nio.file.Path, org.apache.hadoop.fs.Path> remotes) {
+        String message = e.workerMessage();
+        for (Map.Entry<java.nio.file.Path, org.apache.hadoop.fs.Path> r : remotes.entrySet()) {
+            String local = r.getKey().toString();
+            if (message.contains(local)) {
+                message = message.replace(local, r.getValue() + " (local copy " + local + ")");
+            }
+        }
+        if (message.equals(e.workerMessage())) {
+            return e;
+        }
+        WorkerException named = new WorkerException(e.errorClass(), message);
+        named.initCause(e);
+        return named;
     }
 
     /** A changelog file the JVM holds locally (in the local cache). */
@@ -203,13 +226,15 @@ public final class StoreCheckpoint {
     }
 
     private long loadOnce(WorkerConnection conn, long storeHandle, LoadPlan plan, long batchTimestampMs,
-                          StoreMetrics metrics, List<LocalFileCache.Entry> used) throws IOException {
+                          StoreMetrics metrics, List<LocalFileCache.Entry> used,
+                          Map<java.nio.file.Path, org.apache.hadoop.fs.Path> remotes) throws IOException {
         LocalFileCache c = requireCache();
         java.nio.file.Path manifest = null;
         List<CheckpointRequests.Sst> ssts = List.of();
         if (plan.manifest != null) {
             LocalFileCache.Entry m = fetch(c, plan.manifest.status, metrics);
             used.add(m);
+            remotes.put(m.path, plan.manifest.status.getPath());
             manifest = m.path;
             ssts = ssts(conn, plan.manifest, m.path);
         }
@@ -232,10 +257,12 @@ public final class StoreCheckpoint {
         Map<String, java.nio.file.Path> sstPaths = new LinkedHashMap<>();
         for (int i = 0; i < ssts.size(); i++) {
             sstPaths.put(ssts.get(i).name, got.get(i).path);
+            remotes.put(got.get(i).path, files.sstPath(ssts.get(i).name));
         }
         Map<Long, java.nio.file.Path> changelogPaths = new LinkedHashMap<>();
         for (int i = 0; i < plan.changelogs.size(); i++) {
             changelogPaths.put(plan.changelogs.get(i).version, got.get(ssts.size() + i).path);
+            remotes.put(got.get(ssts.size() + i).path, plan.changelogs.get(i).status.getPath());
         }
         metrics.roundTrip();
         long numKeys = CheckpointRequests.load(conn, storeHandle, plan.version, batchTimestampMs, plan.manifestVersion(),
