@@ -528,3 +528,12 @@ def wait_or_kill(proc, timeout_s: float) -> int | None:
         proc.kill()
         proc.wait()
         return None
+
+
+def restart_state_store_maintenance(spark) -> None:
+    """Spark fixes the state store maintenance interval when its maintenance task starts, at
+    the first store load of the JVM: in a full suite an earlier module started it at the
+    default 60 s. Stopping `StateStore` (which unloads every loaded provider) makes the next
+    store load start it with the interval of the session then."""
+    cls = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
+    cls.getField("MODULE$").get(None).stop()

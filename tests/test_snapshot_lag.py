@@ -39,13 +39,6 @@ ROCKSDB_CHANGELOG = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpoint
 SNAPSHOT_SUFFIX = {TTLSTATE: ".manifest", SPARK_ROCKSDB: ".zip"}
 
 
-def _restart_maintenance(spark) -> None:
-    """Spark fixes the maintenance interval when its maintenance task first starts in the JVM;
-    stopping `StateStore` makes the next store load start it with this module's interval."""
-    cls = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
-    cls.getField("MODULE$").get(None).stop()
-
-
 class CoordinatorProbe:
     """What the coordinator knows of one running query's stores, after each batch."""
 
@@ -84,7 +77,7 @@ def runs(_session_holder, candidate, tmp_path_factory):
     if candidate != TTLSTATE:
         pytest.skip("compares ttlstate with Spark's RocksDB provider")
     spark = _session_holder.get()
-    _restart_maintenance(spark)
+    st.restart_state_store_maintenance(spark)
     root = tmp_path_factory.mktemp("lag")
     st.write_files(root / "events", st.generate_events(N_FILES, 40, n_keys=12, seed=5))
     out = {}
@@ -95,7 +88,7 @@ def runs(_session_holder, candidate, tmp_path_factory):
         st.assert_provider_served(result, provider)
         out[provider] = (result, probe.seen, root / name)
     yield out
-    _restart_maintenance(spark)  # later modules start it with their own interval
+    st.restart_state_store_maintenance(spark)  # later modules start it with their own interval
 
 
 def test_rows_equal_the_rocksdb_providers(runs):

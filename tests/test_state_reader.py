@@ -54,20 +54,11 @@ class Checkpoints:
     agg_v2_rocksdb: pathlib.Path
 
 
-def _restart_maintenance(spark) -> None:
-    """Spark fixes the maintenance interval when its maintenance task starts, at the first store
-    load of the JVM: in a full suite an earlier module started it at the default 60 s, and these
-    queries would then see no snapshot but the last. Stopping `StateStore` (which unloads every
-    loaded provider) makes the next store load start it with the interval of the session then."""
-    cls = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
-    cls.getField("MODULE$").get(None).stop()
-
-
 @pytest.fixture(scope="module")
 def ck(_session_holder, candidate, tmp_path_factory):
     if candidate != TTLSTATE:
         pytest.skip("reads ttlstate checkpoints")
-    _restart_maintenance(_session_holder.get())  # OFTEN's interval applies to these runs
+    st.restart_state_store_maintenance(_session_holder.get())  # OFTEN's interval applies to these runs
     root = tmp_path_factory.mktemp("reader")
     st.write_files(root / "events", st.generate_events(N_FILES, 40, n_keys=10, seed=31))
 
@@ -96,7 +87,7 @@ def ck(_session_holder, candidate, tmp_path_factory):
     st.assert_same_rows(results[3], results[2], min_rows=5, what="dropDuplicates")
     yield Checkpoints(root, root / "agg", root / "agg-rocksdb", root / "dedup", root / "dedup-rocksdb",
                       root / "snapshot-mode", root / "ttl", results[5], root / "agg_v2", root / "agg_v2-rocksdb")
-    _restart_maintenance(_session_holder.get())  # later modules start it with their own interval
+    st.restart_state_store_maintenance(_session_holder.get())  # later modules start it with their own interval
 
 
 def read_state(spark, checkpoint, *, ordered: bool = False, **options) -> list[tuple]:
@@ -106,6 +97,17 @@ def read_state(spark, checkpoint, *, ordered: bool = False, **options) -> list[t
         reader = reader.option(k, v)
     rows = [st.to_plain(r) for r in reader.load(str(checkpoint)).collect()]
     return rows if ordered else st.sort_rows(rows)
+
+
+def replayed(feed: list[tuple]) -> list[tuple]:
+    """The (key, value, partition) rows that applying a change feed in its order leaves, sorted."""
+    state: dict = {}
+    for _batch, kind, key, value, part in feed:
+        if kind == "delete":
+            state.pop((part, key), None)
+        else:
+            state[(part, key)] = value
+    return st.sort_rows((k, v, p) for (p, k), v in state.items())
 
 
 def change_feed(spark, checkpoint, start: int, end: int, ordered: bool = False) -> list[tuple]:
@@ -157,13 +159,7 @@ def test_change_feed_gives_the_rocksdb_providers_rows(ck, spark, query):
     if query == "dedup":
         assert "delete" in kinds and all(r[3] is None for r in every if r[1] == "delete")
     # replaying the feed in its order gives the state a plain read gives
-    state: dict = {}
-    for batch, kind, key, value, part in change_feed(spark, ours_ck, 0, last, ordered=True):
-        if kind == "delete":
-            state.pop((part, key), None)
-        else:
-            state[(part, key)] = value
-    assert st.sort_rows((k, v, p) for (p, k), v in state.items()) == read_state(spark, ours_ck)
+    assert replayed(change_feed(spark, ours_ck, 0, last, ordered=True)) == read_state(spark, ours_ck)
 
 
 # ---------------------------------------------------------------------------------------
@@ -235,16 +231,10 @@ def test_change_feed_and_replay_with_ttl(ck, spark):
     assert ("b", 1) in puts[TTL_PAUSE_AFTER + 1]
     # replaying the feed gives every live entry of a plain read; what it has besides are
     # entries that expired but that no clean-up reached (a plain read hides them)
-    state: dict = {}
-    for batch, kind, key, value, part in feed:
-        if kind == "delete":
-            state.pop((part, key), None)
-        else:
-            state[(part, key)] = value
     plain = read_state(spark, ck.ttl)
-    replayed = st.sort_rows((k, v, p) for (p, k), v in state.items())
-    assert set(plain) <= set(replayed)
-    for key, value, part in set(replayed) - set(plain):
+    state = replayed(feed)
+    assert set(plain) <= set(state)
+    for key, value, part in set(state) - set(plain):
         assert clock[last_write[key]] + TTL_MS <= clock[last], (key, clock)
     # replay from each snapshot reads what a plain read of the batch reads
     for part in PARTITIONS:

@@ -18,7 +18,7 @@ import pytest
 
 import streaming as st
 from streaming import SPARK_ROCKSDB, TTLSTATE
-from test_state_reader import ROCKSDB_CHANGELOG, change_feed, last_batch, read_state
+from test_state_reader import ROCKSDB_CHANGELOG, last_batch, read_state, replayed
 
 pytestmark = pytest.mark.slow
 
@@ -87,13 +87,7 @@ def _assert_same_feed(spark, pair: Pair, what: str, **options) -> list[tuple]:
 
 def _replays_to_the_state(spark, pair: Pair, feed: list[tuple], **options):
     """Applying the feed in its order gives what a plain read of the last batch gives."""
-    state: dict = {}
-    for batch, kind, key, value, part in feed:
-        if kind == "delete":
-            state.pop((part, key), None)
-        else:
-            state[(part, key)] = value
-    assert st.sort_rows((k, v, p) for (p, k), v in state.items()) == read_state(spark, pair.ours, **options)
+    assert replayed(feed) == read_state(spark, pair.ours, **options)
 
 
 @pytest.mark.parametrize("store", JOIN_STORES)
