@@ -233,35 +233,28 @@ def _cli(*args):
                           capture_output=True, text=True, timeout=300)
 
 
-def _all_entries(checkpoint, version=None):
-    """{(operator, store, key): (stored value, TTL timestamp)} over every partition in use."""
+def _loaded_stores(checkpoint, version=None):
+    """(operator id, store, loaded store) for every store of the partitions in use, at the
+    last committed batch's version (or `version`)."""
     loc = cr.CheckpointLocation(str(checkpoint))
     batch = loc.last_committed_batch()
     n = int(_offset_conf(checkpoint, batch)[SHUFFLE])
-    out = {}
     for op in loc.operators():
         for sd in loc.stores(op):
-            if sd.partition >= n:
-                continue
-            with cr.materialise(sd, batch + 1 if version is None else version) as loaded:
-                for k, v, ts in loaded.entries():
-                    out[(op.id, sd.name, k)] = (v, ts)
-    return out
+            if sd.partition < n:
+                with cr.materialise(sd, batch + 1 if version is None else version) as loaded:
+                    yield op.id, sd, loaded
+
+
+def _all_entries(checkpoint, version=None):
+    """{(operator, store, key): (stored value, TTL timestamp)} over every partition in use."""
+    return {(op, sd.name, k): (v, ts) for op, sd, loaded in _loaded_stores(checkpoint, version)
+            for k, v, ts in loaded.entries()}
 
 
 def _keys_by_partition(checkpoint):
     """{(operator, store, partition): keys} of the partitions in use."""
-    loc = cr.CheckpointLocation(str(checkpoint))
-    batch = loc.last_committed_batch()
-    n = int(_offset_conf(checkpoint, batch)[SHUFFLE])
-    counts = {}
-    for op in loc.operators():
-        for sd in loc.stores(op):
-            if sd.partition >= n:
-                continue
-            with cr.materialise(sd, batch + 1) as loaded:
-                counts[(op.id, sd.name, sd.partition)] = loaded.store.num_keys
-    return counts
+    return {(op, sd.name, sd.partition): loaded.store.num_keys for op, sd, loaded in _loaded_stores(checkpoint)}
 
 
 @pytest.mark.slow
