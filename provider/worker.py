@@ -27,7 +27,8 @@ log = logging.getLogger("ttlstate.worker")
 
 MAX_CHUNK_BYTES = 1 << 20
 # A HELLO is 11 bytes plus the token (32 bytes from the JVM): a longer first frame is refused
-# before its body is read, so a connection that has not authenticated costs no memory.
+# before its body is read, so a connection that has not authenticated costs no more memory
+# than its receive buffer (`frame_source.BUFFER_BYTES`).
 MAX_HELLO_BYTES = 1024
 
 

@@ -47,9 +47,10 @@ final class RemoteTxn {
     private final StoreMetrics metrics;
     private final Map<KeyBytes, byte[]> written = new HashMap<>();
     /**
-     * Whether the worker found each key it answered a read of (stores without TTL, write
-     * transactions): the presence hint of the key's first write when the view could not keep
-     * the value (a state larger than the cache). Bounded by {@link #MAX_ANSWERED}.
+     * Whether the worker found each key it answered a read of and the view could not keep
+     * (stores without TTL, write transactions): the presence hint of the key's first write in
+     * a state larger than the cache. Only those keys, so a read-ahead the view holds (a join's)
+     * fills no map. Bounded by {@link #MAX_ANSWERED}.
      */
     private Map<KeyBytes, Boolean> answered;
     static final int MAX_ANSWERED = 1 << 18;
@@ -228,7 +229,8 @@ final class RemoteTxn {
                 view.remember(key, value, expiresAt, version);
             }
         }
-        if (settings.ttlMs == 0 && !readOnly) {
+        if (settings.ttlMs == 0 && !readOnly
+                && (view == null || view.presence(key, version) == CachedVersionView.Presence.UNKNOWN)) {
             if (answered == null) {
                 answered = new HashMap<>();
             }
