@@ -38,7 +38,6 @@ Progress = Callable[[int, int, str], None]  # (done, total, what)
 
 DEFAULT_STORE = "default"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
-_SST_DIR = "sst"
 _META_DIR = "_metadata"
 # A store whose files carry TTL timestamps is loaded with a TTL nothing reaches, so the
 # load keeps every entry; with RocksDB's TTL database (`dbTtl`) its TTL is capped at 68 years.
@@ -102,7 +101,7 @@ class StoreDir:
         self.sizes = {"changelogs": 0, "manifests": 0, "ssts": 0, "other": 0}
         for entry in _scandir(path):
             if entry.is_dir(follow_symlinks=False):
-                if entry.name == _SST_DIR:
+                if entry.name == layout.SST_DIR:
                     for f in _scandir(entry.path):
                         if f.is_file(follow_symlinks=False):
                             size = f.stat().st_size
@@ -402,7 +401,7 @@ def materialise(store_dir: StoreDir, version: int | None = None) -> Iterator[Loa
     try:
         store = Store(f"op={store_dir.operator},part={store_dir.partition},name={store_dir.name}",
                       os.path.join(tmp, "store"), ttl)
-        ssts = {f.name: os.path.join(store_dir.path, _SST_DIR, f.name) for f in (m.ssts if m else ())}
+        ssts = {f.name: os.path.join(store_dir.path, layout.SST_DIR, f.name) for f in (m.ssts if m else ())}
         store.load(version, -1, plan.manifest.version if plan.manifest else 0,
                    plan.manifest.path if plan.manifest else "", ssts,
                    [(c.version, c.path) for c in plan.changelogs])
@@ -443,7 +442,7 @@ def verify(location: CheckpointLocation, progress: Progress | None = None) -> tu
                 problems.append(e)
         for name, users in sorted(sst_users.items()):
             checked += 1
-            problem = _check_sst(os.path.join(sd.path, _SST_DIR, name), users)
+            problem = _check_sst(os.path.join(sd.path, layout.SST_DIR, name), users)
             if problem:
                 problems.append(problem)
         missing: dict[str, tuple[CorruptFileError, list[int]]] = {}
@@ -534,7 +533,7 @@ def _store_names(part_dir: str) -> set[str]:
     names = set()
     for e in _scandir(part_dir):
         if e.is_dir():
-            if e.name not in (_SST_DIR, _META_DIR) and not e.name.startswith("."):
+            if e.name not in (layout.SST_DIR, _META_DIR) and not e.name.startswith("."):
                 names.add(e.name)
         elif parse_state_file(e.name):
             names.add(DEFAULT_STORE)

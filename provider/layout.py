@@ -18,6 +18,7 @@ import re
 
 CHANGELOG, MANIFEST = "changelog", "manifest"
 EMPTY_BASE_ID = "0"
+SST_DIR = "sst"  # a store's SSTs: `<store dir>/sst/<number>-<16 hex>.sst`, shared by its manifests
 _V1 = re.compile(r"^(\d+)\.(changelog|manifest)$")
 _V2_CHANGELOG = re.compile(r"^(\d+)_([^_./]+)_([^_./]+)\.changelog$")
 _V2_MANIFEST = re.compile(r"^(\d+)_([^_./]+)\.manifest$")

@@ -438,9 +438,9 @@ def _install(b: _Built, written: list[str]):
     versions cannot be there: nothing after the last commit ran."""
     for q, (num_keys, manifest_path, ssts) in enumerate(b.snapshots):
         path = b.plan.store_path(q)
-        os.makedirs(os.path.join(path, "sst"), exist_ok=True)
+        os.makedirs(os.path.join(path, layout.SST_DIR), exist_ok=True)
         for name, local, _ in ssts:
-            dest = os.path.join(path, "sst", name)
+            dest = os.path.join(path, layout.SST_DIR, name)
             shutil.copyfile(local, dest)
             written.append(dest)
         dest = os.path.join(path, layout.name(b.targets[q].version, layout.MANIFEST))

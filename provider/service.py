@@ -1,7 +1,8 @@
 """The store service: `python -m ttlstate.service --dir DIR`, started by the JVM shim.
 
 Reads the token and the ttlstate confs from stdin (docs/PROTOCOL.md, "Service start-up"),
-binds one socket per worker in DIR, forks the workers, prints `READY <pid> <workers>`,
+binds one socket per worker in DIR, forks the workers, prints
+`READY <pid> <workers> <workerTimeoutMs>`,
 then supervises: a worker that dies is forked again on the same listening socket. When
 stdin reaches EOF (the JVM is gone, even after SIGKILL) or on SIGTERM, the service kills
 its workers and deletes DIR. Workers also die with the service (PR_SET_PDEATHSIG).
@@ -72,6 +73,12 @@ def read_startup(stream) -> tuple[bytes, dict[str, str]]:
     return token, confs
 
 
+def worker_timeout_ms(confs: dict[str, str]) -> int:
+    """The query's `workerTimeout` (the registry's default when unset): the JVM's request
+    timeout until a store's OPEN reply resolves the store's own value."""
+    return conf.resolve(confs, "store")["workerTimeout"]
+
+
 def worker_count(confs: dict[str, str]) -> int:
     resolved = conf.resolve(confs, "service")
     if "workers" in resolved:
@@ -84,8 +91,9 @@ def worker_count(confs: dict[str, str]) -> int:
 
 
 class Supervisor:
-    def __init__(self, service_dir: str, token: bytes, workers: int):
+    def __init__(self, service_dir: str, token: bytes, workers: int, timeout_ms: int):
         self.dir = service_dir
+        self.timeout_ms = timeout_ms
         self.token = token
         self.listeners = []
         self.pids: dict[int, int] = {}  # pid -> worker index
@@ -130,7 +138,7 @@ class Supervisor:
     def run(self):
         for i in range(len(self.listeners)):
             self.fork_worker(i)
-        print(f"READY {os.getpid()} {len(self.listeners)}", flush=True)
+        print(f"READY {os.getpid()} {len(self.listeners)} {self.timeout_ms}", flush=True)
         while not self.stopping.is_set():
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -185,13 +193,14 @@ def main(argv=None):
     writer.set_spark_version(confs.get("sparkVersion", ""))  # recorded in every manifest
     try:
         workers = worker_count(confs)
+        timeout_ms = worker_timeout_ms(confs)
     except InvalidConfError as e:
         print(f"{e.error_class}: {e}", file=sys.stderr, flush=True)
         return 2
     os.makedirs(args.dir, mode=0o700, exist_ok=True)
     os.chmod(args.dir, 0o700)
     _return_freed_memory()
-    sup = Supervisor(args.dir, token, workers)
+    sup = Supervisor(args.dir, token, workers, timeout_ms)
 
     def on_stdin_eof():
         sys.stdin.read()  # returns at EOF: the JVM closed the pipe or died

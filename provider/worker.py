@@ -384,7 +384,7 @@ class Worker:
                 return p.error_frame(e.error_class, str(e))
             except Exception as e:  # noqa: BLE001 - never let one request kill the worker
                 log.exception("worker %d: %s failed", self.index, p.OP_NAMES[op])
-                return p.error_frame("TTLSTATE_INTERNAL", f"{type(e).__name__}: {e}")
+                return p.error_frame(TtlstateError.error_class, f"{type(e).__name__}: {e}")
             if op == p.OPEN:  # the reply's first field is the new store handle
                 owned.add(p.Reader(w.body(), 1).u32())
             elif op == p.CLOSE:

@@ -30,7 +30,7 @@ class ServiceProcess:
         ready = self.proc.stdout.readline().split()
         if not ready or ready[0] != "READY":
             raise RuntimeError(f"service did not start: {ready} {self.proc.stderr.read()}")
-        self.pid, self.workers = int(ready[1]), int(ready[2])
+        self.pid, self.workers, self.worker_timeout_ms = int(ready[1]), int(ready[2]), int(ready[3])
 
     def socket_path(self, index: int) -> str:
         return os.path.join(self.dir, f"w{index}.sock")

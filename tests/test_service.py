@@ -22,6 +22,21 @@ def svc():
     s.stop()
 
 
+def test_ready_line_gives_the_resolved_worker_timeout():
+    """The JVM has no timeout of its own: until a store's OPEN reply, a connection waits for the
+    query's `workerTimeout`, which the service resolves (default from the registry) and prints."""
+    default = ServiceProcess(workers=1)
+    try:
+        assert default.worker_timeout_ms == 10 * 60 * 1000
+    finally:
+        default.stop()
+    set_ = ServiceProcess(workers=1, confs={"spark.sql.streaming.stateStore.ttlstate.workerTimeout": "90s"})
+    try:
+        assert set_.worker_timeout_ms == 90_000
+    finally:
+        set_.stop()
+
+
 def _store(svc, name="s"):
     c = svc.connect(0)
     h, settings = c.open(name, os.path.join(svc.dir, "stores", name))

@@ -1,4 +1,8 @@
-"""Flink-style state TTL semantics (pure; the store applies them).
+"""Flink-style state TTL semantics (pure; the store applies them), installed as `ttlstate.ttl`.
+
+The folder sits beside `provider/` (the repository's fixed shape) but is part of the
+`ttlstate` package (`pyproject.toml` maps it): it imports the package's errors and settings,
+and the store imports it.
 
 The TTL rule lives here for the Python side (the JVM's is `TtlRule.java`; both must pass
 `tests/vectors/ttl.tsv`): an entry written at `ts` with time-to-live `ttl` expires at

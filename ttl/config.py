@@ -81,6 +81,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Leave expired entries out whenever a full copy of the state is written."),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
+_DEFAULTS = {s.field: s.parse(s.default) for s in SETTINGS}
 _OVERRIDE = re.compile(r"^operator\.(\d+)\.(?:store\.([^.]+)\.)?(.+)$")
 
 
@@ -96,17 +97,18 @@ def split_key(rest: str) -> tuple[int | None, str | None, str]:
 class TtlConfig:
     """Resolved TTL settings of one store (Flink's StateTtlConfig)."""
 
-    ttl_ms: int = 0
-    update_type: UpdateType = UpdateType.ON_CREATE_AND_WRITE
-    state_visibility: StateVisibility = StateVisibility.NEVER_RETURN_EXPIRED
-    time_characteristic: TimeCharacteristic = TimeCharacteristic.BATCH_TIMESTAMP
-    cleanup_in_background: bool = True
-    incremental_size: int = 5
-    incremental_every_record: bool = False
-    compaction_filter: bool = True
-    periodic_compaction_ms: int = 30 * 86_400_000
-    compaction_margin_ms: int = 3_600_000
-    full_snapshot: bool = False
+    # Each default is the registry's (SETTINGS above), parsed: declared once.
+    ttl_ms: int = _DEFAULTS["ttl_ms"]
+    update_type: UpdateType = _DEFAULTS["update_type"]
+    state_visibility: StateVisibility = _DEFAULTS["state_visibility"]
+    time_characteristic: TimeCharacteristic = _DEFAULTS["time_characteristic"]
+    cleanup_in_background: bool = _DEFAULTS["cleanup_in_background"]
+    incremental_size: int = _DEFAULTS["incremental_size"]
+    incremental_every_record: bool = _DEFAULTS["incremental_every_record"]
+    compaction_filter: bool = _DEFAULTS["compaction_filter"]
+    periodic_compaction_ms: int = _DEFAULTS["periodic_compaction_ms"]
+    compaction_margin_ms: int = _DEFAULTS["compaction_margin_ms"]
+    full_snapshot: bool = _DEFAULTS["full_snapshot"]
 
     @property
     def enabled(self) -> bool:

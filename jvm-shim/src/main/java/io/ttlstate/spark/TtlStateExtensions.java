@@ -23,7 +23,6 @@ import scala.runtime.BoxedUnit;
  * provider are checked.
  */
 public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
-    private static final String PREFIX = "spark.sql.streaming.stateStore.ttlstate.";
     private static final String SETTING = "timeCharacteristic";
     private static final String PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass";
     /** Logical operators Spark runs with state when their input is a stream (and Join, stream-stream). */
@@ -52,8 +51,8 @@ public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExte
         for (Map.Entry<String, String> e : new TreeMap<>(scala.jdk.javaapi.CollectionConverters.asJava(
                 conf.getAllConfs())).entrySet()) {
             String k = e.getKey();
-            boolean isSetting = k.equals(PREFIX + SETTING)
-                    || (k.startsWith(PREFIX + "operator.") && k.endsWith("." + SETTING));
+            boolean isSetting = k.equals(ConfKeys.PREFIX + SETTING)
+                    || (k.startsWith(ConfKeys.PREFIX + "operator.") && k.endsWith("." + SETTING));
             if (isSetting && e.getValue().trim().equalsIgnoreCase("EventTime")) {
                 eventTime = e;
                 break;

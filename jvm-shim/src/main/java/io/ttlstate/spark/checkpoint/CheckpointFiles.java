@@ -32,7 +32,6 @@ import org.slf4j.LoggerFactory;
  */
 final class CheckpointFiles {
     private static final Logger LOG = LoggerFactory.getLogger(CheckpointFiles.class);
-    static final String SST_DIR = "sst";
 
     private final Path dir;
     private final Path sstDir;
@@ -45,7 +44,7 @@ final class CheckpointFiles {
     /** {@code store} names the store in messages. */
     CheckpointFiles(Path dir, Configuration hadoopConf, String store) {
         this.dir = dir;
-        this.sstDir = new Path(dir, SST_DIR);
+        this.sstDir = new Path(dir, StateFileName.SST_DIR);
         this.hadoopConf = hadoopConf;
         this.store = store;
     }
@@ -137,17 +136,11 @@ final class CheckpointFiles {
         StateFileName newestV2(long version) {
             StateFileName best = null;
             for (StateFileName f : files) {
-                if (f.id != null && f.version == version && (best == null || newer(f, best))) {
+                if (f.id != null && f.version == version && (best == null || f.newerThan(best))) {
                     best = f;
                 }
             }
             return best;
-        }
-
-        private static boolean newer(StateFileName a, StateFileName b) {
-            long ta = a.status.getModificationTime();
-            long tb = b.status.getModificationTime();
-            return ta != tb ? ta > tb : a.fileName().compareTo(b.fileName()) > 0;
         }
 
         /** The highest version any state file has, 0 if none. */

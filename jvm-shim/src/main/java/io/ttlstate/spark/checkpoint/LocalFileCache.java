@@ -65,8 +65,7 @@ final class LocalFileCache {
 
     /** The cache directory of a store under {@code root}. */
     static LocalFileCache forStore(Path root, StateStoreId id, String qualifiedLocation) {
-        String name = id.operatorId() + "_" + id.partitionId() + "_"
-                + id.storeName().replaceAll("[^A-Za-z0-9._-]", "_") + "_" + hash(qualifiedLocation);
+        String name = LocalFiles.storeDirStem(id) + "_" + hash(qualifiedLocation);
         return new LocalFileCache(root.resolve(name));
     }
 

@@ -1,12 +1,14 @@
 package io.ttlstate.spark.checkpoint;
 
+import io.ttlstate.spark.ConfKeys;
+
 /**
  * A version of a store has a snapshot and no changelog: the query ran with
  * {@code checkpoint.mode=snapshot}, which writes none, so Spark's change feed cannot be read.
  */
 public final class NoChangelogException extends UnsupportedOperationException {
     private static final long serialVersionUID = 1L;
-    public static final String MODE_KEY = "spark.sql.streaming.stateStore.ttlstate.checkpoint.mode";
+    public static final String MODE_KEY = ConfKeys.PREFIX + "checkpoint.mode";
 
     /** {@code what}: what cannot be done ("read the change feed of ..."). */
     NoChangelogException(String what, long version) {

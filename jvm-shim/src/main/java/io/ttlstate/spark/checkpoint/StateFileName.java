@@ -23,6 +23,8 @@ final class StateFileName {
 
     /** {@code baseId} of a v2 changelog whose base is the empty version 0. */
     static final String EMPTY_BASE_ID = "0";
+    /** A store's SSTs: {@code <store dir>/sst/<number>-<16 hex>.sst}, shared by its manifests. */
+    static final String SST_DIR = "sst";
 
     private static final Pattern V1 = Pattern.compile("(\\d+)\\.(changelog|manifest)");
     private static final Pattern V2_CHANGELOG = Pattern.compile("(\\d+)_([^_./]+)_([^_./]+)\\.changelog");
@@ -88,5 +90,15 @@ final class StateFileName {
     @Override
     public String toString() {
         return status.getPath().toString();
+    }
+
+    /**
+     * Whether this file was written after {@code other}: the later modification time, on equal
+     * times the greater name, whatever a listing's order ({@code ttlstate.layout.newest_v2}).
+     */
+    boolean newerThan(StateFileName other) {
+        long mine = status.getModificationTime();
+        long theirs = other.status.getModificationTime();
+        return mine != theirs ? mine > theirs : fileName().compareTo(other.fileName()) > 0;
     }
 }

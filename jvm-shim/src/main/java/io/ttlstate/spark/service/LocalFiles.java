@@ -9,14 +9,23 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.stream.Stream;
 
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Best-effort deletion of local files and directories (temp files, caches, service dirs). */
+/** Local directories of stores: their names, and best-effort deletion (temp files, caches, service dirs). */
 public final class LocalFiles {
     private static final Logger LOG = LoggerFactory.getLogger(LocalFiles.class);
 
     private LocalFiles() {}
+
+    /**
+     * {@code <operator>_<partition>_<store name>}, the name made safe for a file name: how a
+     * store's local directories (its database, its file cache) begin.
+     */
+    public static String storeDirStem(StateStoreId id) {
+        return id.operatorId() + "_" + id.partitionId() + "_" + id.storeName().replaceAll("[^A-Za-z0-9._-]", "_");
+    }
 
     /** Deletes {@code path} (a file, or a directory with everything under it); failures are logged at DEBUG. */
     public static void deleteQuietly(Path path) {

@@ -1,5 +1,6 @@
 package io.ttlstate.spark.service;
 
+import io.ttlstate.spark.ConfKeys;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -33,14 +34,13 @@ import org.slf4j.LoggerFactory;
  * started lazily by the first provider {@code init}, shut down when the JVM exits or when
  * the SparkEnv it was started under goes away ({@code spark.stop()} in local mode).
  *
- * <p>Start-up follows docs/PROTOCOL.md: token and confs on stdin, {@code READY <pid> <workers>}
+ * <p>Start-up follows docs/PROTOCOL.md: token and confs on stdin, {@code READY <pid> <workers> <workerTimeoutMs>}
  * on stdout. Stdin stays open for the service's whole life; its EOF tells the service that
  * the JVM is gone, so no Python process outlives a killed JVM.
  */
 public final class PythonService {
     private static final Logger LOG = LoggerFactory.getLogger(PythonService.class);
 
-    public static final String CONF_PREFIX = "spark.sql.streaming.stateStore.ttlstate.";
     private static final long READY_TIMEOUT_MS = 60_000;
     private static final long STOP_TIMEOUT_MS = 5_000;
     private static final long WATCHDOG_INTERVAL_MS = 250;
@@ -63,6 +63,7 @@ public final class PythonService {
     private final Thread shutdownHook;
     private volatile int workers;
     private volatile long pid;
+    private volatile long workerTimeoutMillis;
     private volatile boolean stopped;
 
     private PythonService(String python, Path dir, byte[] token, Process process, SparkEnv env) {
@@ -77,7 +78,7 @@ public final class PythonService {
 
     /**
      * The running service, started first if there is none, if it died, or if it was started
-     * under another SparkEnv. {@code ttlstateConfs} (full keys under {@link #CONF_PREFIX}) are
+     * under another SparkEnv. {@code ttlstateConfs} (full keys under {@link ConfKeys#PREFIX}) are
      * only used when a service is started.
      */
     public static synchronized PythonService get(Map<String, String> ttlstateConfs) {
@@ -112,6 +113,11 @@ public final class PythonService {
 
     public long pid() {
         return pid;
+    }
+
+    /** The query's resolved {@code workerTimeout} (READY line): a connection's timeout until OPEN. */
+    public long workerTimeoutMillis() {
+        return workerTimeoutMillis;
     }
 
     public boolean isUsable() {
@@ -225,7 +231,7 @@ public final class PythonService {
         StringBuilder init = new StringBuilder();
         init.append(HexFormat.of().formatHex(token)).append('\n');
         for (Map.Entry<String, String> e : new TreeMap<>(ttlstateConfs).entrySet()) {
-            if (e.getKey().startsWith(CONF_PREFIX)) {
+            if (e.getKey().startsWith(ConfKeys.PREFIX)) {
                 init.append(e.getKey()).append('=').append(e.getValue()).append('\n');
             }
         }
@@ -287,8 +293,9 @@ public final class PythonService {
                     try {
                         pid = Long.parseLong(parts[1]);
                         workers = Integer.parseInt(parts[2]);
-                        if (workers < 1) {
-                            throw new NumberFormatException("workers < 1");
+                        workerTimeoutMillis = Long.parseLong(parts[3]);
+                        if (workers < 1 || workerTimeoutMillis < 1) {
+                            throw new NumberFormatException("workers or workerTimeoutMs < 1");
                         }
                         ready.countDown();
                     } catch (RuntimeException e) {

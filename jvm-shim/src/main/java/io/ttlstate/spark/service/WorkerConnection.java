@@ -1,5 +1,6 @@
 package io.ttlstate.spark.service;
 
+import io.ttlstate.spark.ConfKeys;
 import java.io.Closeable;
 import java.io.EOFException;
 import java.io.IOException;
@@ -39,9 +40,7 @@ import org.slf4j.LoggerFactory;
 public final class WorkerConnection implements Closeable {
     private static final Logger LOG = LoggerFactory.getLogger(WorkerConnection.class);
 
-    /** Timeout of a request until OPEN resolved the store's {@code workerTimeout}. */
-    static final long DEFAULT_TIMEOUT_MILLIS = 10 * 60 * 1000L;
-    static final String TIMEOUT_KEY = PythonService.CONF_PREFIX + "workerTimeout";
+    static final String TIMEOUT_KEY = ConfKeys.PREFIX + "workerTimeout";
     private static final Set<WorkerConnection> OPEN = ConcurrentHashMap.newKeySet();
     private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "ttlstate-worker-watchdog");
@@ -54,7 +53,8 @@ public final class WorkerConnection implements Closeable {
     }
 
     private final ReentrantLock lock = new ReentrantLock();
-    private volatile long timeoutMillis = DEFAULT_TIMEOUT_MILLIS;
+    /** The query's {@code workerTimeout} from the service's READY line until OPEN gives the store's. */
+    private volatile long timeoutMillis;
     /** System.nanoTime() when the request in flight started; 0: none. */
     private volatile long requestStartNanos;
     private volatile boolean timedOut;
@@ -70,6 +70,7 @@ public final class WorkerConnection implements Closeable {
         this.channel = channel;
         this.service = service;
         this.workerIndex = workerIndex;
+        this.timeoutMillis = service.workerTimeoutMillis();
         OPEN.add(this);
     }
 

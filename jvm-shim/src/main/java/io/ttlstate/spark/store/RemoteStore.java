@@ -1,5 +1,6 @@
 package io.ttlstate.spark.store;
 
+import io.ttlstate.spark.ConfKeys;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -106,8 +107,7 @@ public final class RemoteStore {
         this.ttlstateConfs = ttlstateConfs(storeConf);
         byte[] suffix = new byte[4];
         RANDOM.nextBytes(suffix);
-        this.localDirName = stateStoreId.operatorId() + "_" + stateStoreId.partitionId() + "_"
-                + sanitize(stateStoreId.storeName()) + "_" + HexFormat.of().formatHex(suffix);
+        this.localDirName = LocalFiles.storeDirStem(stateStoreId) + "_" + HexFormat.of().formatHex(suffix);
         this.checkpointIds = storeConf.enableStateStoreCheckpointIds();
         this.checkpoint = StoreCheckpoint.of(stateStoreId, hadoopConf, checkpointIds);
     }
@@ -126,15 +126,11 @@ public final class RemoteStore {
     private static Map<String, String> ttlstateConfs(StateStoreConf conf) {
         Map<String, String> out = new TreeMap<>();
         scala.jdk.javaapi.CollectionConverters.asJava(conf.sqlConfs()).forEach((k, v) -> {
-            if (k.startsWith(PythonService.CONF_PREFIX)) {
+            if (k.startsWith(ConfKeys.PREFIX)) {
                 out.put(k, v);
             }
         });
         return out;
-    }
-
-    private static String sanitize(String name) {
-        return name.replaceAll("[^A-Za-z0-9._-]", "_");
     }
 
     StateStoreId stateStoreId() {
@@ -335,7 +331,7 @@ public final class RemoteStore {
         long maxBudget = CachedVersionView.maxBudgetBytes();
         if (resolvedSettings.cacheMaxBytes > maxBudget) {
             c.close(); // the worker closes the stores of a dropped connection
-            throw new InvalidConfException(PythonService.CONF_PREFIX + "cache.maxBytes: "
+            throw new InvalidConfException(ConfKeys.PREFIX + "cache.maxBytes: "
                     + resolvedSettings.cacheMaxBytes + " bytes is more than this JVM's direct memory limit of "
                     + maxBudget + " bytes, which holds the value cache (-XX:MaxDirectMemorySize, by default the"
                     + " heap's -Xmx): lower it, or raise -XX:MaxDirectMemorySize in the executor's Java options"
