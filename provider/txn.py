@@ -16,7 +16,7 @@ from . import statefile
 from .engine import db_items, write_keyed_records
 from .errors import TtlstateError
 from .protocol import RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_REMOVE, RECORD_REMOVE_PRESENT
-from .ttl import MAX_TS, codec, event_time, expiration_ts, expired_at
+from .ttl import MAX_TS, codec, event_time, expiration_ts, expired_at, refreshes
 from .ttl.config import StateVisibility, TimeCharacteristic, UpdateType
 from .ttl.histogram import TsHistogram
 from .ttl_cleanup import IncrementalCleanup
@@ -173,7 +173,7 @@ class Txn:
             return (value if self.return_expired else None), expires_at
         if self.refresh_on_read:
             stamp = self.stamp()
-            if ts != stamp:
+            if refreshes(ts, self.ttl_ms, stamp):
                 self._put_stored(key, codec.encode(stamp, value))
                 expires_at = expiration_ts(stamp, self.ttl_ms)
         return value, expires_at

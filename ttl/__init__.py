@@ -7,7 +7,8 @@ and the store imports it.
 The TTL rule lives here for the Python side (the JVM's is `TtlRule.java`; both must pass
 `tests/vectors/ttl.tsv`): an entry written at `ts` with time-to-live `ttl` expires at
 `ts + ttl`, saturated at MAX_TS instead of overflowing, and is expired at every `now` at or
-after that (inclusive), as Flink's `TtlUtils.expired`. Plus the clock abstraction.
+after that (inclusive), as Flink's `TtlUtils.expired`; under OnReadAndWrite a read refreshes a
+live entry when that changes its expiry time (`refreshes`). Plus the clock abstraction.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ def expiration_ts(ts: int, ttl: int) -> int:
 def expired_at(expires_at: int, now: int) -> bool:
     """Whether an entry that expires at `expires_at` is expired at `now` (inclusive)."""
     return expires_at <= now
+
+
+def refreshes(ts: int, ttl: int, now: int) -> bool:
+    """Whether a read at `now` of a live entry written at `ts` gives it a new expiry time
+    (OnReadAndWrite): only when the expiry it would get, `expiration_ts(now, ttl)`, differs from
+    the one it has (never without TTL; not between two saturated times)."""
+    return expiration_ts(now, ttl) != expiration_ts(ts, ttl)
 
 
 def expired(ts: int, ttl: int, now: int) -> bool:

@@ -1,6 +1,7 @@
 """Regenerate tests/vectors/ttl.tsv: `python tests/vectors/make_ttl_vectors.py`.
 
-The TTL rule's shared vectors: `ts ttl_ms now expires_at expired` per line, the expected
+The TTL rule's shared vectors: `ts ttl_ms now expires_at expired refreshes` per line (`refreshes`:
+a read at `now` under OnReadAndWrite gives the entry a new expiry time), the expected
 values computed here from the rule's definition with Python's unbounded integers (not
 with either implementation), so a change of the rule on one side alone fails that side's
 test (`tests/test_ttl_vectors.py` checks both `ttlstate.ttl` and the JVM's `TtlRule`).
@@ -24,12 +25,16 @@ def cases():
         e = expires_at(ts, ttl)
         for now in sorted({e - 1, e, e + 1, ts, 0, MAX, MIN}):
             if MIN <= now <= MAX:
-                yield ts, ttl, now, e, e <= now
+                yield ts, ttl, now, e, e <= now, expires_at(now, ttl) != e
+
+
+def _bool(b: bool) -> str:
+    return "true" if b else "false"
 
 
 def main():
-    lines = ["# ts\tttl_ms\tnow\texpires_at\texpired  (the TTL rule; see make_ttl_vectors.py)"]
-    lines += ["\t".join(map(str, (ts, ttl, now, e, "true" if x else "false"))) for ts, ttl, now, e, x in cases()]
+    lines = ["# ts\tttl_ms\tnow\texpires_at\texpired\trefreshes  (the TTL rule; see make_ttl_vectors.py)"]
+    lines += ["\t".join(map(str, (ts, ttl, now, e, _bool(x), _bool(r)))) for ts, ttl, now, e, x, r in cases()]
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {len(lines) - 1} vectors to {OUT}")
 

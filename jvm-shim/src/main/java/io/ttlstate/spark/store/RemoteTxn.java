@@ -211,7 +211,7 @@ final class RemoteTxn {
             return false;
         }
         metrics.cacheHits.incrementAndGet();
-        if (settings.ttlRefreshOnRead && !readOnly && c.expiresAt != writeExpiry) {
+        if (settings.ttlRefreshOnRead && !readOnly && TtlRule.refreshes(c.expiresAt, batchTimestampMs, settings.ttlMs)) {
             put(key, c.value); // the refresh the worker's read would have made (an access too)
         } else {
             answeredHere();

@@ -4,7 +4,8 @@ package io.ttlstate.spark.ttl;
  * The TTL rule on the JVM side, in one place (Python's is {@code ttlstate.ttl}; both pass
  * {@code tests/vectors/ttl.tsv}). Flink's {@code TtlUtils}: an entry written at {@code ts} with
  * a time-to-live of {@code ttlMs} expires at {@code ts + ttlMs}, saturated instead of
- * overflowing, and is expired at every {@code now} at or after that (inclusive).
+ * overflowing, and is expired at every {@code now} at or after that (inclusive); a read at
+ * {@code now} refreshes a live entry (OnReadAndWrite) when that changes its expiry time.
  */
 public final class TtlRule {
     /** Expiry time of an entry without TTL. */
@@ -19,6 +20,15 @@ public final class TtlRule {
             return NEVER;
         }
         return ts > NEVER - ttlMs ? NEVER : ts + ttlMs;
+    }
+
+    /**
+     * Whether a read at {@code now} of a live entry that expires at {@code expiresAt} gives it a
+     * new expiry time under OnReadAndWrite: only when {@code expiresAt(now, ttlMs)} differs
+     * (never without TTL; not between two saturated times). {@code ttlstate.ttl.refreshes}.
+     */
+    public static boolean refreshes(long expiresAt, long now, long ttlMs) {
+        return expiresAt(now, ttlMs) != expiresAt;
     }
 
     /** Whether an entry that expires at {@code expiresAt} is expired at {@code now}. */
