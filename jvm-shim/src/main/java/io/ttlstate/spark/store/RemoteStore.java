@@ -394,6 +394,9 @@ public final class RemoteStore {
         loadedVersion = version;
         loadedId = l.id();
         lastSnapshotVersion = l.manifestVersion();
+        // as Spark's providers do at a load (RocksDB: version 0 or the snapshot it started from;
+        // HDFS: loadMap), so a new query run's store is not lagging from its first batch
+        reportSnapshotUploaded(lastSnapshotVersion);
         view.reset(version, l.numKeys);
         if (view.wantsWarmUp(version) && settings.viewUsable(batchTimestampMs)) {
             long start = System.nanoTime();
@@ -509,9 +512,12 @@ public final class RemoteStore {
     }
 
     /**
-     * Tells Spark's state store coordinator that {@code version} has a snapshot, as Spark's
-     * own providers do; without it the coordinator counts the store as lagging and forces a
-     * snapshot at every commit ({@code forceSnapshotOnCommit}).
+     * Tells Spark's state store coordinator that {@code version} has a snapshot (one uploaded,
+     * or the one a load started from, 0 for the empty state), as Spark's own providers do.
+     * Without it the coordinator counts the store as lagging once enough versions passed and
+     * forces a snapshot at every commit ({@code forceSnapshotOnCommit}); without the report at
+     * a load, a store of a new query run has no upload time, so it lags as soon as its version
+     * is far enough from 0, whatever the time lag rule says (DESIGN 36).
      */
     private void reportSnapshotUploaded(long version) {
         if (!SparkCompat.atLeast(4, 1) || !storeConf.reportSnapshotUploadLag()) { // 4.1+
