@@ -388,11 +388,11 @@ def materialise(store_dir: StoreDir, version: int | None = None) -> Iterator[Loa
     m = manifest.read(plan.manifest.path, plan.manifest.version) if plan.manifest else None
     if plan.changelogs:
         last = plan.changelogs[-1]
-        layout = statefile.read(last.path, FILE_CHANGELOG, last.version)[0].layout
+        value_layout = statefile.read(last.path, FILE_CHANGELOG, last.version)[0].layout
     else:
-        layout = m.layout if m else statefile.LAYOUT_PLAIN
+        value_layout = m.layout if m else statefile.LAYOUT_PLAIN
     db_ttl = m.db_ttl if m else None
-    if layout == statefile.LAYOUT_PLAIN:
+    if value_layout == statefile.LAYOUT_PLAIN:
         ttl = TtlConfig()
     else:
         ttl = TtlConfig(ttl_ms=_READ_TTL_MS, compaction_filter=bool(db_ttl))
