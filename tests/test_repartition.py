@@ -11,7 +11,7 @@
   Flink's TTL on the batches' clocks (what expired, expired; the rest did not).
 - Refusals: bad N, N unchanged, an uncommitted batch, no commit, another provider's
   checkpoint, an operator it cannot place, keys not where Spark's partitioning puts them,
-  a remote scheme; nothing is changed by a refusal.
+  a checkpoint of format v2, a remote scheme; nothing is changed by a refusal.
 """
 
 from __future__ import annotations
@@ -424,6 +424,19 @@ def test_refuses_keys_not_where_spark_puts_them(agg_checkpoint, tmp_path):
     (state / "x").rename(state / "1")
     (state / "1" / "_metadata").rename(state / "0" / "_metadata")  # the schema stays in partition 0
     _refused(ck, 8, "TTLSTATE_REPARTITION_UNSUPPORTED", "is in partition", "nothing was changed")
+
+
+@pytest.mark.slow
+def test_refuses_a_checkpoint_format_v2(spark, tmp_path):
+    """A query run with checkpointFormatVersion=2: its commits record state checkpoint ids."""
+    st.write_files(tmp_path / "in", _files(0), 0, 2)
+    ck = tmp_path / "ck"
+    run_phase(spark, st.TTLSTATE, _agg, "update", [tmp_path / "in"], ck,
+              {SHUFFLE: "4", "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}, "v2")
+    last = max(int(p.name) for p in (ck / "commits").iterdir() if p.name.isdigit())
+    assert json.loads((ck / "commits" / str(last)).read_text().splitlines()[1])["stateUniqueIds"]
+    _refused(ck, 8, "TTLSTATE_REPARTITION_UNSUPPORTED", "stateStore.checkpointFormatVersion=2",
+             "checkpoint format version 1 only")
 
 
 def test_refuses_a_remote_scheme():
