@@ -304,6 +304,12 @@ def _plan(loc: cr.CheckpointLocation, old_n: int, read_version: int) -> list[_St
                 hash_fields = n_fields - 1
             elif info.num_prefix_cols:
                 hash_fields = info.num_prefix_cols
+            bad = spark_hash.unhashable_column(key_schema, hash_fields)
+            if bad is not None:
+                raise RepartitionUnsupportedError(
+                    f"operator {op.id} ({op.name}), store {info.name}: key column `{bad[0]}` has "
+                    f"type {bad[1]}: Spark's hash partitioning of it is not reproduced, so its "
+                    "keys cannot be placed; nothing was changed")
             sources = []
             op_dir = os.path.join(loc.state_dir, str(op.id))
 

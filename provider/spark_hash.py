@@ -9,7 +9,10 @@ with -0.0 as 0.0 (`hashInt`/`hashLong`), decimal up to 18 digits `hashLong` of t
 value, larger ones `hashUnsafeBytes` of the unscaled big-endian two's complement bytes,
 string (UTF8_BINARY) and binary `hashUnsafeBytes` of their bytes. `hashUnsafeBytes` is
 Spark's (not standard Murmur3's) tail handling: each trailing byte mixed as a signed int.
-Other types (maps, intervals, collated strings) raise `UnhashableError`.
+Other types (maps, calendar intervals) raise `UnhashableError`; a string of a
+collation other than UTF8_BINARY (recorded in the field's `__COLLATIONS` metadata, the type
+being "string") would be hashed as bytes, wrongly: `unhashable_column` names such columns
+from the schema, before any row is hashed.
 """
 
 from __future__ import annotations
@@ -25,6 +28,57 @@ _C1, _C2 = 0xCC9E2D51, 0x1B873593
 
 class UnhashableError(ValueError):
     """A type whose Spark hash is not reproduced here."""
+
+
+_BINARY_COLLATION = "spark.UTF8_BINARY"
+_SQL_NAMES = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint"}
+
+
+def sql_type(t) -> str:
+    """A schema JSON type as Spark's SQL names it (`map<string,bigint>`)."""
+    t = _norm(t)
+    if isinstance(t, str):
+        return _SQL_NAMES.get(t, t)
+    kind = t.get("type")
+    if kind == "map":
+        return f"map<{sql_type(t['keyType'])},{sql_type(t['valueType'])}>"
+    if kind == "array":
+        return f"array<{sql_type(t['elementType'])}>"
+    if kind == "struct":
+        return "struct<" + ",".join(f"{f['name']}:{sql_type(f['type'])}" for f in t["fields"]) + ">"
+    return str(t)
+
+
+def _type_unhashable(t) -> bool:
+    t = _norm(t)
+    if isinstance(t, str):
+        return not (_fixed(t) or t in ("string", "binary") or _decimal_precision(t) is not None)
+    kind = t.get("type")
+    if kind == "struct":
+        return unhashable_column(t) is not None
+    if kind == "array":
+        return _type_unhashable(t["elementType"])
+    return True  # map, and anything else
+
+
+def unhashable_column(schema: dict, num_fields: int | None = None) -> tuple[str, str] | None:
+    """(column, type) of the first of the first `num_fields` columns whose hash `hash_row`
+    does not reproduce (a map, a calendar interval, a string of a collation other than
+    UTF8_BINARY, which Spark hashes by its collation key), else None."""
+    fields = schema["fields"]
+    for f in fields[:num_fields] if num_fields is not None else fields:
+        collations = (f.get("metadata") or {}).get("__COLLATIONS") or {}
+        for path, collation in sorted(collations.items()):
+            if collation != _BINARY_COLLATION:
+                return path, f"string collate {collation.split('.', 1)[-1]}"
+        t = _norm(f["type"])
+        if isinstance(t, dict) and t.get("type") == "struct":
+            inner = unhashable_column(t)
+            if inner is not None:
+                return f"{f['name']}.{inner[0]}", inner[1]
+        elif _type_unhashable(t):
+            return f["name"], sql_type(f["type"])
+    return None
 
 
 def _rotl(x: int, r: int) -> int:

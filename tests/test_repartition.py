@@ -11,7 +11,8 @@
   Flink's TTL on the batches' clocks (what expired, expired; the rest did not).
 - Refusals: bad N, N unchanged, an uncommitted batch, no commit, another provider's
   checkpoint, an operator it cannot place, keys not where Spark's partitioning puts them,
-  a checkpoint of format v2, a remote scheme; nothing is changed by a refusal.
+  a checkpoint of format v2, a key type whose hash is not reproduced (a map), a remote
+  scheme; nothing is changed by a refusal.
 """
 
 from __future__ import annotations
@@ -437,6 +438,26 @@ def test_refuses_a_checkpoint_format_v2(spark, tmp_path):
     assert json.loads((ck / "commits" / str(last)).read_text().splitlines()[1])["stateUniqueIds"]
     _refused(ck, 8, "TTLSTATE_REPARTITION_UNSUPPORTED", "stateStore.checkpointFormatVersion=2",
              "checkpoint format version 1 only")
+
+
+def _map_key(df):
+    """A streaming aggregation grouped by a map column (Spark 4 sorts the map, MapSort)."""
+    from pyspark.sql import functions as F
+    return (df.groupBy(F.create_map(F.col("key"), F.col("value") % 2).alias("m"))
+            .agg(F.count("*").alias("n")))
+
+
+@pytest.mark.slow
+def test_refuses_a_key_type_it_cannot_hash(spark, tmp_path):
+    """A map in the state key: Spark's hash of a map is not reproduced, refused by the schema
+    before any state is read, naming the column and its type."""
+    st.write_files(tmp_path / "in", _files(0), 0, 2)
+    ck = tmp_path / "ck"
+    run_phase(spark, st.TTLSTATE, _map_key, "update", [tmp_path / "in"], ck, {SHUFFLE: "4"}, "map")
+    assert _all_entries(ck)  # the state is there, written by ttlstate
+    _refused(ck, 8, "TTLSTATE_REPARTITION_UNSUPPORTED", "operator 0 (stateStoreSave)",
+             "key column `_groupingmapsort` has type map<string,bigint>", "not reproduced",
+             "nothing was changed")
 
 
 def test_refuses_a_remote_scheme():
