@@ -123,8 +123,16 @@ def main(argv: list[str] | None = None) -> int:
                          "(smoke), the upgrade test only (upgrade), or nothing")
     ap.add_argument("--venvs", default=str(ROOT / ".venvs"))
     ap.add_argument("--work", default=str(ROOT / "build" / "spark-matrix"))
+    ap.add_argument("--prepare", action="store_true",
+                    help="only create or update the venvs, run no test (.ci/run does this in the "
+                         "background while the full suite runs)")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     a = ap.parse_args(argv)
+    if a.prepare:
+        pathlib.Path(a.venvs).mkdir(parents=True, exist_ok=True)
+        for version in a.versions:
+            ensure_venv(version, pathlib.Path(a.venvs))
+        return 0
 
     import pyspark
     current = pyspark.__version__
