@@ -1,6 +1,5 @@
 package io.ttlstate.spark.service;
 
-import io.ttlstate.spark.ConfKeys;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -21,6 +20,7 @@ import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
+import io.ttlstate.spark.ConfKeys;
 import io.ttlstate.spark.ErrorClasses;
 import io.ttlstate.spark.InvalidConfException;
 import io.ttlstate.spark.ServiceStartException;

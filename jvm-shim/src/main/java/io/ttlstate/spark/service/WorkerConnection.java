@@ -1,6 +1,5 @@
 package io.ttlstate.spark.service;
 
-import io.ttlstate.spark.ConfKeys;
 import java.io.Closeable;
 import java.io.EOFException;
 import java.io.IOException;
@@ -18,6 +17,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 
+import io.ttlstate.spark.ConfKeys;
 import io.ttlstate.spark.ErrorClasses;
 import io.ttlstate.spark.WorkerException;
 import io.ttlstate.spark.protocol.FrameReader;

@@ -1,6 +1,5 @@
 package io.ttlstate.spark.store;
 
-import io.ttlstate.spark.ConfKeys;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -13,6 +12,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
 
+import io.ttlstate.spark.ConfKeys;
 import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.ErrorClasses;
 import io.ttlstate.spark.InvalidConfException;
