@@ -14,7 +14,8 @@ import scala.runtime.BoxedUnit;
 
 /**
  * ttlstate's Spark session extensions, {@code spark.sql.extensions=io.ttlstate.spark.TtlStateExtensions}
- * ({@code ttlstate.configure} sets it): one check rule, which refuses a streaming query whose
+ * ({@code ttlstate.configure} sets it): a streaming aggregation's read-ahead
+ * ({@link StateReadAheadRule}, docs/DESIGN.md 68), and one check rule, which refuses a streaming query whose
  * ttlstate TTL runs on event time ({@code ...ttlstate.[operator.<id>.[store.<name>.]]timeCharacteristic=EventTime})
  * but which has no event-time watermark ({@code withWatermark}): its TTL clock would stay at 0
  * and nothing would ever expire. Spark runs check rules when it analyses a plan, so the query
@@ -35,6 +36,7 @@ public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExte
             check(plan);
             return BoxedUnit.UNIT;
         })));
+        extensions.injectColumnar(fn(StateReadAheadRule::new));
         return BoxedUnit.UNIT;
     }
 

@@ -147,7 +147,7 @@ public final class CachedVersionView {
         return values.snapshot().chunkEntries(chunkEntries);
     }
 
-    synchronized boolean isComplete() {
+    public synchronized boolean isComplete() {
         return complete && !closed;
     }
 

@@ -2,7 +2,6 @@ package io.ttlstate.spark.store;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.JoinedRow;
@@ -29,9 +28,6 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
     /** At most this many (key, index) reads per block (a key with many values is read as asked). */
     private static final int MAX_KEYS_PER_BLOCK = 8192;
 
-    /** The stores of this JVM by store id, so a counts store finds its values store. */
-    private static final ConcurrentHashMap<StateStoreId, RemoteStore> LIVE = new ConcurrentHashMap<>();
-
     private final RemoteStore values;
     private final KeyCodec countsCodec;
     private final UnsafeRow countKey;
@@ -47,17 +43,6 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
         this.keyWithIndex = UnsafeProjection.create(valuesKeySchema);
     }
 
-    static void register(RemoteStore p) {
-        LIVE.put(p.stateStoreId(), p);
-    }
-
-    static void unregister(RemoteStore p) {
-        StateStoreId id = p.stateStoreId();
-        if (id != null) {
-            LIVE.remove(id, p);
-        }
-    }
-
     /** The prefetch for iterators of {@code counts} (a join's counts store without TTL), or null. */
     static JoinPrefetch forCounts(RemoteStore counts, KeyCodec codec, long ttlMs) {
         StateStoreId id = counts.stateStoreId();
@@ -67,7 +52,7 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
         String name = id.storeName();
         StateStoreId valuesId = new StateStoreId(id.checkpointRootLocation(), id.operatorId(), id.partitionId(),
                 name.substring(0, name.length() - COUNTS_SUFFIX.length()) + VALUES_SUFFIX);
-        RemoteStore values = LIVE.get(valuesId);
+        RemoteStore values = LiveStores.get(valuesId);
         if (values == null) {
             return null;
         }

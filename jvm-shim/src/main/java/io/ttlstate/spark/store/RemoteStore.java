@@ -90,6 +90,8 @@ public final class RemoteStore {
     private StoreMetrics pendingLoad;
     /** The last write store opened on this store (a writer writes straight into the worker's database). */
     private WriteStore writer;
+    /** The transaction of the last read store opened on this store (for {@link #readAheadTxn}). */
+    private RemoteTxn readerTxn;
     private boolean closed;
     /** Iterators that may still need the worker; drained into memory before the store is closed. */
     private final java.util.Set<ChunkIterator> openIterators =
@@ -117,10 +119,10 @@ public final class RemoteStore {
         return checkpointIds;
     }
 
-    /** Starts this JVM's store service if it is not running, and lets {@link JoinPrefetch} find this store. */
+    /** Starts this JVM's store service if it is not running, and lets read-aheads find this store ({@link LiveStores}). */
     public void start() {
         PythonService.get(ttlstateConfs);
-        JoinPrefetch.register(this);
+        LiveStores.add(this);
     }
 
     private static Map<String, String> ttlstateConfs(StateStoreConf conf) {
@@ -156,6 +158,9 @@ public final class RemoteStore {
     public ReadStateStore readStore(long version, String id) {
         StoreMetrics metrics = new StoreMetrics();
         Prepared p = prepare(version, id, true, batchTimes(version), metrics, -1);
+        synchronized (this) {
+            readerTxn = p.txn;
+        }
         return new ReadStore(this, version, p.txn, new KeyCodec(keySchema, numPrefixCols), metrics,
                 valueSchema.length());
     }
@@ -642,7 +647,7 @@ public final class RemoteStore {
 
     /** CLOSEs the store on its worker (deleting its local files) and the connection; idempotent. */
     public synchronized void close() {
-        JoinPrefetch.unregister(this);
+        LiveStores.remove(this);
         if (closed) {
             return;
         }
@@ -687,6 +692,22 @@ public final class RemoteStore {
     /** The transaction of the write store open on this store, or null (for {@link JoinPrefetch}). */
     synchronized RemoteTxn openWriterTxn() {
         return writer == null || writer.txn().isEnded() ? null : writer.txn();
+    }
+
+    /**
+     * The transaction whose reads a {@link RestoreReadAhead} serves: the open write store's,
+     * else the last read store's if still open; null if neither, or if stored keys are not the
+     * key rows' bytes (a store with prefix columns).
+     */
+    synchronized RemoteTxn readAheadTxn() {
+        if (numPrefixCols != 0) {
+            return null;
+        }
+        RemoteTxn w = openWriterTxn();
+        if (w != null) {
+            return w;
+        }
+        return readerTxn == null || readerTxn.isEnded() ? null : readerTxn;
     }
 
     /** The read-ahead for iterators of this store if it is a join's counts store (else null). */

@@ -321,6 +321,11 @@ final class RemoteTxn {
         return view == null || ended || settings.ttlMs != 0 ? 0 : view.prefetchRoom();
     }
 
+    /** Whether reading keys ahead can spare worker reads: a read-ahead has room and the view does not hold every entry. */
+    boolean readAheadHelps() {
+        return prefetchRoom() > 0 && !view.isComplete();
+    }
+
     /** A read the worker did not see: counted towards its incremental TTL cleanup. */
     private void answeredHere() {
         if (settings.ttlCountsAccesses && !readOnly) {
