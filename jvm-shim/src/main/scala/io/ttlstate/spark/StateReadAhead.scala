@@ -1,6 +1,7 @@
 package io.ttlstate.spark
 
 import scala.jdk.CollectionConverters._
+import scala.util.Try
 
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.SparkSession
@@ -46,16 +47,19 @@ object StateReadAheadRule {
     }
   }
 
+  /** The restore with the read-ahead under it; unchanged if its accessors are not the known ones. */
   private def insert(restore: SparkPlan): SparkPlan = {
     def call(o: AnyRef, name: String): AnyRef = o.getClass.getMethod(name).invoke(o)
-    call(restore, "stateInfo") match {
-      case Some(info: AnyRef) =>
-        val keys = call(restore, "keyExpressions").asInstanceOf[Seq[Attribute]]
-        val location = call(info, "checkpointLocation").asInstanceOf[String]
-        val operatorId = call(info, "operatorId").asInstanceOf[java.lang.Long].longValue
-        restore.withNewChildren(Seq(StateReadAheadExec(keys, location, operatorId, restore.children.head)))
-      case _ => restore
-    }
+    Try {
+      call(restore, "stateInfo") match {
+        case Some(info: AnyRef) =>
+          val keys = call(restore, "keyExpressions").asInstanceOf[Seq[Attribute]]
+          val location = call(info, "checkpointLocation").asInstanceOf[String]
+          val operatorId = call(info, "operatorId").asInstanceOf[java.lang.Long].longValue
+          restore.withNewChildren(Seq(StateReadAheadExec(keys, location, operatorId, restore.children.head)))
+        case _ => restore
+      }
+    }.getOrElse(restore) // a Spark whose restore node differs runs without the read-ahead
   }
 }
 
