@@ -321,9 +321,13 @@ final class RemoteTxn {
         return view == null || ended || settings.ttlMs != 0 ? 0 : view.prefetchRoom();
     }
 
-    /** Whether reading keys ahead can spare worker reads: a read-ahead has room and the view does not hold every entry. */
-    boolean readAheadHelps() {
-        return prefetchRoom() > 0 && !view.isComplete();
+    /**
+     * How many keys a read-ahead of the operator's next reads may ask for at once: {@link #prefetchRoom},
+     * or 0 when the view holds every entry (nothing to spare).
+     */
+    int readAheadRoom() {
+        int room = prefetchRoom();
+        return room == 0 || view.isComplete() ? 0 : room;
     }
 
     /** A read the worker did not see: counted towards its incremental TTL cleanup. */

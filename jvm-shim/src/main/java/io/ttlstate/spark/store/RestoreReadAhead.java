@@ -71,11 +71,11 @@ public final class RestoreReadAhead implements StateReadAheadSource {
             size = 0;
             RemoteStore store = LiveStores.get(id);
             RemoteTxn txn = store == null ? null : store.readAheadTxn();
-            if (txn == null || !txn.readAheadHelps()) {
+            int room = txn == null ? 0 : Math.min(MAX_ROWS_PER_BLOCK, txn.readAheadRoom());
+            if (room == 0) {
                 passThrough = true;
                 return rows.hasNext();
             }
-            int room = Math.max(1, Math.min(MAX_ROWS_PER_BLOCK, txn.prefetchRoom()));
             if (block.length < room) {
                 block = new InternalRow[room];
             }
