@@ -106,6 +106,27 @@ def test_a_busy_store_uses_what_an_idle_one_leaves_of_the_budget(js, tmp_path):
     assert idle_bytes + busy_bytes <= budget + 4 * filter_bytes  # together within the budget
 
 
+def test_a_store_below_its_share_takes_it_back_from_one_above_it(js, tmp_path):
+    # the first store fills the whole budget while it is alone; a second one opened later (a
+    # new query's, while a stopped query's stores are still loaded) must still get its half.
+    # Caches share a budget by its size: one no other test uses keeps this test's views alone.
+    budget, keys = 72 * 1024, 2000
+    conf = js.store_conf(**{PREFIX + "cache.maxBytes": str(budget)})
+    first = _commit_keys(js, js.provider(new_root(tmp_path), conf=conf), 0, range(keys))
+    filter_bytes = 1024 * 16 // 8
+    assert js.custom_metrics(first)["ttlstateCacheBytes"] > budget * 3 // 4
+    second_p = js.provider(new_root(tmp_path), conf=conf)
+    second = _commit_keys(js, second_p, 0, range(keys))  # its writes are cached as it commits
+    first_bytes = js.custom_metrics(first)["ttlstateCacheBytes"]
+    second_bytes = js.custom_metrics(second)["ttlstateCacheBytes"]
+    assert second_bytes - 3 * filter_bytes > budget // 4, (first_bytes, second_bytes)
+    assert first_bytes + second_bytes <= budget + 6 * filter_bytes, (first_bytes, second_bytes)
+    s = js.get_store(second_p, 1)
+    recent = range(keys - 100, keys)  # the last written are the newest values it holds
+    assert all(js.get(s, "k", i) == i for i in recent)
+    assert js.custom_metrics(s)["ttlstateCacheHits"] == len(recent)
+
+
 def test_a_cached_value_is_never_served_after_it_expired(js, tmp_path):
     root = new_root(tmp_path / "ckpt")
     p = js.provider(root, conf=js.store_conf(**{PREFIX + "ttl": "1s",
