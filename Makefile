@@ -43,11 +43,17 @@ demo: setup
 cluster-demo: setup
 	$(PYTHON) -m ttlstate.standalone
 
+# Tests run in TEST_WORKERS processes (pytest-xdist; 0: in pytest's own process), one test file
+# per process at a time: a Spark query spends much of each micro-batch waiting, so two files at
+# once on 2 cores take far less than twice as long as one.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+
 test: setup
-	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-quick: setup
-	$(PYTHON) -m pytest -q -m 'not slow' $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q $(XDIST) -m 'not slow' $(PYTEST_ARGS)
 
 # The smoke subset (pytest -m matrix) on Spark 4.0, 4.1 and 4.2, each in a venv cached under
 # .venvs/ (pyspark of that line + the test deps + ttlstate editable, the same jar), then on this
