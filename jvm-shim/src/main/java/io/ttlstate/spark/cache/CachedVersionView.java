@@ -39,10 +39,9 @@ public final class CachedVersionView {
     /** The answer "the filter says this version does not hold the key". */
     public static final Cached ABSENT = new Cached(new byte[0], 0);
 
-    /** The caches with one budget share it: its bytes held and caches open, per budget. */
+    /** The caches with one budget share it: its bytes held and its open caches, per budget. */
     private static final class Budget {
         final AtomicLong held = new AtomicLong();
-        final AtomicLong open = new AtomicLong();
         final Set<CachedVersionView> views = ConcurrentHashMap.newKeySet();
     }
 
@@ -81,7 +80,6 @@ public final class CachedVersionView {
     public CachedVersionView(long budgetBytes, boolean useFilter) {
         this.budgetBytes = Math.max(0, budgetBytes);
         this.shared = BUDGETS.computeIfAbsent(this.budgetBytes, b -> new Budget());
-        this.shared.open.incrementAndGet();
         this.shared.views.add(this);
         this.useFilter = useFilter;
     }
@@ -308,7 +306,6 @@ public final class CachedVersionView {
         version = -1;
         complete = false;
         if (!closed) {
-            shared.open.decrementAndGet();
             shared.views.remove(this);
         }
         closed = true;
@@ -324,7 +321,7 @@ public final class CachedVersionView {
 
     /** The budget divided by the open caches with this budget. */
     private long share() {
-        return budgetBytes / Math.max(1, shared.open.get());
+        return budgetBytes / Math.max(1, shared.views.size());
     }
 
     /**
