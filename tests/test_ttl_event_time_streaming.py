@@ -293,9 +293,10 @@ def test_the_compaction_filter_never_drops_entries_live_in_event_time(tmp_path):
     in four batches, all at the same event time, an hour ahead of the wall clock. Run 1 does
     batches 0-1; run 2 (a new process) loads the state at batch 2, whose watermark is past
     the wall clock, so RocksDB's TTL for the loaded database is 2 s (ttl + margin + a load
-    lag of 0): the filter, were it on, would drop every entry during the 12 s pause after
-    batch 2 (as a stalled live stream would see once ttl + margin + delay of wall-clock time
-    passed). On the event-time clock the watermark never moves past the keys' watermark plus
+    lag of 0): the filter, were it on, would drop every entry during the pause after batch
+    2 (10 s plus the time batch 2 took, which bounds the control's load lag on the batch
+    clock), as a stalled live stream would see once ttl + margin + delay of wall-clock time
+    passed. On the event-time clock the watermark never moves past the keys' watermark plus
     2 s, so every key is live in every batch: under EventTime the filter drops nothing and
     batches 1-3 find every key (dropDuplicates emits none). The control, the same settings
     on the batch clock, shows the filter at work."""
@@ -313,11 +314,12 @@ def test_the_compaction_filter_never_drops_entries_live_in_event_time(tmp_path):
     variants = {"event": {**filter_on, tq.key("timeCharacteristic"): "EventTime"},
                 "batch": {**filter_on, tq.key("timeCharacteristic"): "BatchTimestamp"}}
 
-    def run_once(tag, sleeps):
+    def run_once(tag, lag_sleeps):
         spec = {"tag": tag,
                 "session_confs": {tq.MAINTENANCE_INTERVAL: "1s", tq.MIN_DELTAS_FOR_SNAPSHOT: "1"},
                 "queries": [dict(name=f"et_compaction_{name}", query="dedup_key_wm", inputs=[str(src)],
-                                 checkpoint=str(tmp_path / f"ck-{name}"), confs=confs, sleeps=sleeps)
+                                 checkpoint=str(tmp_path / f"ck-{name}"), confs=confs,
+                                 lag_sleeps=lag_sleeps)
                             for name, confs in variants.items()]}
         rc, outcomes, _, log = tq.run_subprocess(spec, tmp_path)
         if rc != 0 or outcomes is None:
@@ -327,7 +329,7 @@ def test_the_compaction_filter_never_drops_entries_live_in_event_time(tmp_path):
 
     event1, _ = run_once("run1", {})
     tq.write_event_batches(src, batches, 2)
-    event, batch = run_once("run2", {2: 12})
+    event, batch = run_once("run2", {2: 10})
     assert batch.metric_sum("ttlstateExpiredByCompaction") > 0, "the control: the filter ran"
     all_keys = sorted((k, v) for k, v, _ in keys)
     assert {**event1.batches, **event.batches} == {0: all_keys, 1: [], 2: [], 3: []}

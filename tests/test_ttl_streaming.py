@@ -385,9 +385,12 @@ def every_partition_gets_new_keys(spark, batch, partitions: int = 4):
 MAINT_TTL = "2s"
 MAINT_BATCHES = [OLD_KEYS, [(f"n{i}", 1) for i in range(4)]]
 # Maintenance compacts / snapshots during the pauses. RocksDB's TTL is the TTL + margin +
-# how far the batch clock lagged the wall clock when the store was opened, so the first
-# pause leaves room for a slow first batch.
-MAINT_SLEEPS = {0: 12, 1: 4}
+# how far the batch clock lagged the wall clock when the store was opened (at most the time
+# batch 0 took), so the first pause is 10 s plus the time batch 0 took: on a loaded machine
+# (CI runs two test files at a time) batch 0 took 12 s, and a fixed 12 s pause left some
+# partitions' entries alive through it.
+MAINT_LAG_SLEEPS = {0: 10}
+MAINT_SLEEPS = {1: 4}
 
 
 MAINTENANCE_TESTS = ("test_compaction_filter_cleanup_drops_expired_entries",
@@ -420,7 +423,8 @@ def _maintenance_job(request, tmp_path_factory, candidate):
             "session_confs": {tq.MAINTENANCE_INTERVAL: "1s", tq.MIN_DELTAS_FOR_SNAPSHOT: "1"},
             "queries": [dict(name=name, query="dedup_key", inputs=inputs,
                              checkpoint=str(root / f"ck-{name}"), confs=confs,
-                             sleeps=MAINT_SLEEPS) for name, confs in variants.items()]}
+                             sleeps=MAINT_SLEEPS, lag_sleeps=MAINT_LAG_SLEEPS)
+                for name, confs in variants.items()]}
     proc, finish = tq.run_subprocess(spec, root, wait=False)
     yield finish
     if proc.poll() is None:
@@ -453,8 +457,8 @@ def _snapshot_total(o: tq.Outcome, version: int) -> int:
 
 
 def test_compaction_filter_cleanup_drops_expired_entries(maintenance_runs):
-    """TTL 2 s, safety margin 0 s, periodic compaction every 1 s: during the 12 s pause
-    after batch 0 maintenance compacts and RocksDB's TTL drops the 40 old entries. Batch 1
+    """TTL 2 s, safety margin 0 s, periodic compaction every 1 s: during the pause after
+    batch 0 (10 s plus the time batch 0 took) maintenance compacts and RocksDB's TTL drops the 40 old entries. Batch 1
     has only 4 new keys and a 1-entry incremental step, so the incremental cleanup cannot
     account for what disappeared. The snapshot of version 2 (the database's SST files,
     fullSnapshot off) shows what is really stored."""
@@ -475,7 +479,7 @@ def test_compaction_filter_cleanup_drops_expired_entries(maintenance_runs):
 def test_full_snapshot_cleanup_leaves_expired_entries_out(maintenance_runs):
     """No background cleanup; maintenance snapshots every version. Version 1's snapshot
     is taken while its 40 entries are live on its batch's clock; version 2's (batch 1,
-    12 s+ later, TTL 2 s) leaves the 40 expired entries out with fullSnapshot, not without."""
+    10 s+ later, TTL 2 s) leaves the 40 expired entries out with fullSnapshot, not without."""
     full, plain = maintenance_runs["full_snapshot"], maintenance_runs["full_snapshot_off"]
     for o in (full, plain):
         v1 = tq.snapshot_entries_at(o.checkpoint, 1)

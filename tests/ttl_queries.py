@@ -175,6 +175,10 @@ class QuerySpec:
     sleeps: dict[int, float] = dataclasses.field(default_factory=dict)  # after batch id
     # after batch id b: wait until the wall clock is `pace[b]` seconds past b's timestamp
     pace: dict[int, float] = dataclasses.field(default_factory=dict)
+    # after batch id b: sleep `lag_sleeps[b]` seconds plus how long b has run so far (wall
+    # clock minus b's timestamp): a pause that outlasts whatever a slow batch adds to
+    # RocksDB's TTL (the TTL compaction filter's TTL includes the batch clock's lag)
+    lag_sleeps: dict[int, float] = dataclasses.field(default_factory=dict)
     provider: str = st.TTLSTATE
     kill_at: int | None = None    # os._exit(1) in this batch, after its state is committed
     sink_file: str | None = None  # JSON lines: one per foreachBatch call (subprocess runs)
@@ -277,13 +281,15 @@ def start(spark, spec: QuerySpec) -> Handle:
     `spec.pace` says so, waits until the wall clock is that many seconds past the batch's
     timestamp (the next batch starts, and takes its timestamp, only after that: a pace of
     4 s makes the gap to the next batch 4 s and a bit, however long this batch took, unless
-    it took longer). In batch `spec.kill_at` it ends the whole process with os._exit(1):
+    it took longer), and if `spec.lag_sleeps` says so, sleeps that many seconds plus the time
+    the batch has taken so far. In batch `spec.kill_at` it ends the whole process with os._exit(1):
     the batch's state is committed, its commit-log entry is not written.
     """
     build_df, mode = QUERIES[spec.query]
     batches: dict[int, list[tuple]] = {}
     sleeps = {int(k): float(v) for k, v in spec.sleeps.items()}
     pace = {int(k): float(v) for k, v in spec.pace.items()}
+    lag_sleeps = {int(k): float(v) for k, v in spec.lag_sleeps.items()}
 
     def on_batch(batch_df, batch_id):
         rows = [st.to_plain(r) for r in batch_df.collect()]
@@ -298,6 +304,9 @@ def start(spark, spec: QuerySpec) -> Handle:
         if pace.get(batch_id):
             ts = batch_timestamps(spec.checkpoint)[batch_id]
             time.sleep(max(0.0, ts / 1000 + pace[batch_id] - time.time()))
+        if lag_sleeps.get(batch_id):
+            ts = batch_timestamps(spec.checkpoint)[batch_id]
+            time.sleep(lag_sleeps[batch_id] + max(0.0, time.time() - ts / 1000))
 
     with st.session_confs(spark, {st.PROVIDER_CLASS_KEY: spec.provider, **spec.confs}):
         df = build_df(*[st.read_events(spark, d) for d in spec.inputs])
