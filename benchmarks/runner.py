@@ -45,7 +45,7 @@ VARIANTS = {
 DRIVER_MEMORY = os.environ.get("BENCH_DRIVER_MEMORY", "2g")
 # Extra JVM options for profiling runs (e.g. `-XX:StartFlightRecording=filename=...`); unset in `make bench`.
 DRIVER_JAVA_OPTIONS = os.environ.get("BENCH_DRIVER_JAVA_OPTIONS", "")
-SUMMED_METRICS = ("ttlstateRoundTrips", "ttlstateResidentScans", "ttlstatePrefetchedValues", "ttlstateCacheHits", "ttlstateCacheMisses", "ttlstateFilterSkips",
+SUMMED_METRICS = ("ttlstateRoundTrips", "ttlstateResidentScans", "ttlstatePrefetchedValues", "ttlstateSentAhead", "ttlstateCacheHits", "ttlstateCacheMisses", "ttlstateFilterSkips",
                   "ttlstateExpiredOnRead", "ttlstateExpiredIncremental", "ttlstateExpiredByCompaction")
 
 

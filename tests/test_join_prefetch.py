@@ -38,4 +38,7 @@ def test_join_values_beyond_the_cache_are_read_ahead_and_the_output_is_unchanged
     # (measured: 8,421 read ahead, 9,845 cache hits, 938 worker reads; keys read ahead wrongly
     # or evicted before use leave thousands of worker reads)
     assert _sum_metric(actual, "ttlstateCacheHits") > prefetched // 2, (prefetched, misses)
+    # the next block's values and the counts' next chunk were asked for before they were
+    # needed (DESIGN 71), and what came back ahead answered reads like the rest
+    assert _sum_metric(actual, "ttlstateSentAhead") > 0, actual.state_operators()[-1]
     assert misses < prefetched // 4, (prefetched, misses)

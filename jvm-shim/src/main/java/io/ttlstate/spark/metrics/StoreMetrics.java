@@ -60,6 +60,9 @@ public final class StoreMetrics {
     static final StateStoreCustomMetric PREFETCHED = new StateStoreCustomSumMetric(
             "ttlstatePrefetchedValues",
             "ttlstate: values a join's values store read ahead while the operator walked its counts (one request per block)");
+    static final StateStoreCustomMetric SENT_AHEAD = new StateStoreCustomSumMetric(
+            "ttlstateSentAhead",
+            "ttlstate: requests sent before their answer was needed (a join's next block of values, its counts' next chunk), answered while the operator went on");
     static final StateStoreCustomMetric CACHE_BYTES = SparkCompat.sizeMetric(
             "ttlstateCacheBytes", "ttlstate: bytes of the JVM's value cache (native) and key filter (heap) of the store");
 
@@ -105,7 +108,7 @@ public final class StoreMetrics {
 
     static final List<StateStoreCustomMetric> ALL = List.of(
             COMMIT_MS, LOAD_MS, CHECKPOINT_LOADS, SNAPSHOT_MS, UPLOADED_BYTES, UPLOADED_FILES, REUSED_FILES, DOWNLOADED_BYTES, ROUND_TRIPS,
-            CACHE_HITS, CACHE_MISSES, FILTER_SKIPS, RESIDENT_SCANS, PREFETCHED, CACHE_BYTES,
+            CACHE_HITS, CACHE_MISSES, FILTER_SKIPS, RESIDENT_SCANS, PREFETCHED, SENT_AHEAD, CACHE_BYTES,
             EXPIRED_ON_READ, EXPIRED_INCREMENTAL, EXPIRED_BY_COMPACTION, TTL_MS, OPEN_TRANSACTIONS,
             TTL_CLOCK_MS, TTL_EVENT_TIME, GET_P50, GET_P99, PUT_P50, PUT_P99, COMMIT_MAX);
 
@@ -123,6 +126,7 @@ public final class StoreMetrics {
     public final AtomicLong filterSkips = new AtomicLong();
     public final AtomicLong residentScans = new AtomicLong();
     public final AtomicLong prefetched = new AtomicLong();
+    public final AtomicLong sentAhead = new AtomicLong();
     public final AtomicLong cacheBytes = new AtomicLong();
     private final AtomicLongArray worker = new AtomicLongArray(WORKER.size());
     /** This store's own keys of the worker's {@link MaxMetric}s (see {@link MaxMetric}), by index in {@link #WORKER}. */
@@ -166,6 +170,7 @@ public final class StoreMetrics {
         filterSkips.addAndGet(other.filterSkips.get());
         residentScans.addAndGet(other.residentScans.get());
         prefetched.addAndGet(other.prefetched.get());
+        sentAhead.addAndGet(other.sentAhead.get());
     }
 
     /** Milliseconds since {@code startNanos}, rounded up: a step that ran never reports 0. */
@@ -211,6 +216,7 @@ public final class StoreMetrics {
         m = m.updated(FILTER_SKIPS, (Object) filterSkips.get());
         m = m.updated(RESIDENT_SCANS, (Object) residentScans.get());
         m = m.updated(PREFETCHED, (Object) prefetched.get());
+        m = m.updated(SENT_AHEAD, (Object) sentAhead.get());
         m = m.updated(CACHE_BYTES, (Object) cacheBytes.get());
         for (int i = 0; i < WORKER.size(); i++) {
             m = m.updated(workerKeys[i], (Object) worker.get(i));

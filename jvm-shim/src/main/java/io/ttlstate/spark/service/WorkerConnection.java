@@ -10,6 +10,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
+import java.util.ArrayDeque;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
@@ -36,6 +37,11 @@ import org.slf4j.LoggerFactory;
  * {@code TTLSTATE_WORKER_TIMEOUT}, which the provider does not retry: the task fails. One
  * watchdog thread checks the open connections every second, so a request only stamps its
  * start time (no timer per request on the hot path).
+ *
+ * <p>A request can also be sent ahead ({@link #callAhead}): the worker answers requests in
+ * order, so its reply is read when {@link #await} asks for it or, kept in its {@link Pending},
+ * before the reply of any later {@link #call}. The caller goes on meanwhile and the worker
+ * works for it (a join's read-ahead of the next block, DESIGN 71).
  */
 public final class WorkerConnection implements Closeable {
     private static final Logger LOG = LoggerFactory.getLogger(WorkerConnection.class);
@@ -53,6 +59,8 @@ public final class WorkerConnection implements Closeable {
     }
 
     private final ReentrantLock lock = new ReentrantLock();
+    /** Requests sent ahead whose replies are not read yet, oldest first. */
+    private final ArrayDeque<Pending> pending = new ArrayDeque<>();
     /** The query's {@code workerTimeout} from the service's READY line until OPEN gives the store's. */
     private volatile long timeoutMillis;
     /** System.nanoTime() when the request in flight started; 0: none. */
@@ -154,6 +162,10 @@ public final class WorkerConnection implements Closeable {
         lock.lock();
         try {
             ensureOpen();
+            while (!pending.isEmpty()) {
+                readPending();
+            }
+            ensureOpen();
             requestStartNanos = System.nanoTime() | 1;
             try {
                 write(request);
@@ -170,6 +182,88 @@ public final class WorkerConnection implements Closeable {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** A request sent ahead; its reply (or its failure) once read. */
+    public static final class Pending {
+        private final FrameWriter request;
+        private FrameReader reply;
+        private RuntimeException failure;
+        private boolean done;
+
+        private Pending(FrameWriter request) {
+            this.request = request;
+        }
+    }
+
+    /** Sends {@code request} now; {@link #await} returns its reply (read in order with any other). */
+    public Pending callAhead(FrameWriter request) {
+        lock.lock();
+        try {
+            ensureOpen();
+            write(request);
+            Pending p = new Pending(request);
+            pending.add(p);
+            return p;
+        } catch (IOException e) {
+            broken = true;
+            IOException named = failedDuring(request, e);
+            throw new UncheckedIOException("ttlstate worker " + workerIndex + ": " + named.getMessage(), named);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The reply to a request sent ahead, as {@link #call} would have returned it. */
+    public FrameReader await(Pending p) {
+        lock.lock();
+        try {
+            while (!p.done) {
+                readPending();
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (p.failure != null) {
+            throw p.failure;
+        }
+        return p.reply;
+    }
+
+    /**
+     * Reads the oldest pending reply into its {@link Pending}. A worker's error stays with it;
+     * an I/O failure breaks the connection and fails every pending request.
+     */
+    private void readPending() {
+        Pending p = pending.poll();
+        if (broken || closed) {
+            fail(p, new UncheckedIOException(new IOException("connection " + (closed ? "closed" : "broken")
+                    + " before the reply to " + opName(p.request))));
+            return;
+        }
+        requestStartNanos = System.nanoTime() | 1;
+        try {
+            p.reply = readResponse();
+        } catch (WorkerException e) {
+            p.failure = e;
+        } catch (IOException e) {
+            broken = true;
+            fail(p, timedOut ? timeoutError(p.request) : new UncheckedIOException(
+                    "ttlstate worker " + workerIndex + ": " + failedDuring(p.request, e).getMessage(), e));
+        } finally {
+            requestStartNanos = 0;
+            p.done = true;
+        }
+    }
+
+    private void fail(Pending p, RuntimeException failure) {
+        p.failure = failure;
+        p.done = true;
+        for (Pending q : pending) {
+            q.failure = failure;
+            q.done = true;
+        }
+        pending.clear();
     }
 
     private static String opName(FrameWriter request) {

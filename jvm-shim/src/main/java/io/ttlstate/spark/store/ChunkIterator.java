@@ -24,6 +24,11 @@ import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
  * worker reads a whole chunk at ITER_OPEN, which with TTL removes the expired entries in it.
  * The iterator sees the transaction as it is when opened. When the JVM's view holds the whole
  * version, opening takes a copy of it instead and the worker is never asked.
+ *
+ * <p>With a {@link BlockListener} (a join's read-ahead) the iterator also reads ahead: while
+ * the caller walks one chunk, the next is already decoded (the listener sees it, to ask for
+ * what the caller reads next) and the one after that is asked for with ITER_NEXT sent ahead,
+ * so the worker reads it meanwhile (DESIGN 71).
  */
 final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPair> implements Closeable {
     private final WorkerConnection conn;
@@ -46,8 +51,13 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     private byte[][] keys = new byte[0][];
     private byte[][] values = new byte[0][];
     private int idx;
+    /** The worker sent its last chunk (or the resident snapshot has no more). */
     private boolean last;
     private boolean closed;
+    /** Read-ahead: the chunk after the current one, decoded {keys, values}; null if none. */
+    private byte[][][] queued;
+    /** Read-ahead: the ITER_NEXT sent for the chunk after {@link #queued}; null if none. */
+    private WorkerConnection.Pending inFlight;
     private Runnable onEnd;
     /** Told about each block of entries before the first of them is handed out; may be null. */
     private BlockListener blockListener;
@@ -57,10 +67,11 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     /** Learns of entries just before the caller walks them (to fetch what it reads next). */
     interface BlockListener {
         /**
-         * {@code keys[from..to)} and {@code values[from..to)} (stored bytes) come next; returns
+         * {@code keys[from..to)} and {@code values[from..to)} (stored bytes) come next, and
+         * {@code following} ({keys, values}, or null if not known yet) after this chunk; returns
          * where the part it dealt with ends (in {@code (from, to]}): the next block starts there.
          */
-        int block(byte[][] keys, byte[][] values, int from, int to);
+        int block(byte[][] keys, byte[][] values, int from, int to, byte[][][] following);
     }
 
     ChunkIterator(WorkerConnection conn, Supplier<Iterator<byte[][][]>> resident, Supplier<FrameReader> opener,
@@ -91,7 +102,8 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         FrameReader r = opener.get();
         opener = null;
         iterHandle = Replies.decode(r::u32);
-        readChunk(r);
+        setCurrent(decodeChunk(r));
+        readAhead();
     }
 
     private void nextResidentChunk() {
@@ -103,34 +115,85 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         last = !residentChunks.hasNext();
     }
 
-    /** The next chunk: from the JVM's snapshot, or ITER_NEXT to the worker. */
+    /** The next chunk: from the JVM's snapshot, read ahead, or ITER_NEXT to the worker. */
     private void fetchNext() {
         if (residentChunks != null) {
             nextResidentChunk();
             return;
         }
-        metrics.roundTrip();
-        readChunk(conn.call(FrameWriter.request(Op.ITER_NEXT, iterHandle).u32(chunkEntries)));
+        if (queued != null) {
+            setCurrent(queued);
+            queued = null;
+        } else {
+            setCurrent(inFlight != null ? awaitAhead() : nextFromWorker());
+        }
+        readAhead();
     }
 
-    private void readChunk(FrameReader r) {
-        Replies.decode(() -> {
-            last = r.bool();
-            int n = r.count(8);
-            keys = new byte[n][];
-            values = new byte[n][];
-            for (int i = 0; i < n; i++) {
-                keys[i] = r.bytes();
-                values[i] = r.bytes();
-            }
-            r.end();
-            return null;
-        });
+    /** Whether chunks remain after the current one. */
+    private boolean more() {
+        return queued != null || inFlight != null || !last;
+    }
+
+    private FrameWriter iterNext() {
+        metrics.roundTrip();
+        return FrameWriter.request(Op.ITER_NEXT, iterHandle).u32(chunkEntries);
+    }
+
+    private byte[][][] nextFromWorker() {
+        return decodeChunk(conn.call(iterNext()));
+    }
+
+    private byte[][][] awaitAhead() {
+        WorkerConnection.Pending p = inFlight;
+        inFlight = null;
+        return decodeChunk(conn.await(p));
+    }
+
+    /**
+     * With a block listener, on the worker's chunks: the chunk after the current one decoded
+     * ({@link #queued}) and the one after that asked for ({@link #inFlight}).
+     */
+    private void readAhead() {
+        if (blockListener == null || residentChunks != null || closed) {
+            return;
+        }
+        if (queued == null && inFlight != null) {
+            queued = awaitAhead();
+        } else if (queued == null && !last) {
+            queued = nextFromWorker();
+        }
+        if (!last && inFlight == null) {
+            metrics.sentAhead.incrementAndGet();
+            inFlight = conn.callAhead(iterNext());
+        }
+    }
+
+    private void setCurrent(byte[][][] chunk) {
+        keys = chunk[0];
+        values = chunk[1];
         idx = 0;
         nextBlock = 0;
+    }
+
+    /** One ITER_OPEN / ITER_NEXT reply's chunk as {keys, values}; notes the worker's last one. */
+    private byte[][][] decodeChunk(FrameReader r) {
+        byte[][][] chunk = Replies.decode(() -> {
+            last = r.bool();
+            int n = r.count(8);
+            byte[][] ks = new byte[n][];
+            byte[][] vs = new byte[n][];
+            for (int i = 0; i < n; i++) {
+                ks[i] = r.bytes();
+                vs[i] = r.bytes();
+            }
+            r.end();
+            return new byte[][][] {ks, vs};
+        });
         if (last) {
             runOnEnd();
         }
+        return chunk;
     }
 
     /** Announces every block of at most {@code chunkEntries} entries to {@code l} before it is walked. */
@@ -157,15 +220,15 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
     @Override
     public synchronized boolean hasNext() {
         ensureOpened();
-        while (idx >= keys.length && !last && !closed) {
+        while (idx >= keys.length && more() && !closed) {
             fetchNext();
         }
         return idx < keys.length;
     }
 
-    /** Whether iterating on needs the worker (not opened yet, or more chunks to fetch). */
+    /** Whether iterating on needs the worker (not opened yet, more chunks to fetch, or a reply to read). */
     synchronized boolean needsWorker() {
-        return !closed && (opener != null || (!last && residentChunks == null));
+        return !closed && (opener != null || (residentChunks == null && (!last || inFlight != null)));
     }
 
     /**
@@ -183,12 +246,11 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
             ks.add(keys[i]);
             vs.add(values[i]);
         }
-        while (!last) {
-            fetchNext();
-            for (int i = 0; i < keys.length; i++) {
-                ks.add(keys[i]);
-                vs.add(values[i]);
-            }
+        while (queued != null || inFlight != null || !last) {
+            byte[][][] chunk = queued != null ? queued : inFlight != null ? awaitAhead() : nextFromWorker();
+            queued = null;
+            java.util.Collections.addAll(ks, chunk[0]);
+            java.util.Collections.addAll(vs, chunk[1]);
         }
         keys = ks.toArray(new byte[0][]);
         values = vs.toArray(new byte[0][]);
@@ -203,7 +265,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         }
         if (blockListener != null && idx >= nextBlock) {
             int end = Math.min(keys.length, idx + Math.max(1, chunkEntries));
-            nextBlock = Math.max(idx + 1, Math.min(end, blockListener.block(keys, values, idx, end)));
+            nextBlock = Math.max(idx + 1, Math.min(end, blockListener.block(keys, values, idx, end, queued)));
         }
         codec.decodeKey(keys[idx], keyRow);
         valueRow.pointTo(values[idx], values[idx].length);
@@ -223,6 +285,14 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         residentChunks = null;
         keys = new byte[0][];
         values = new byte[0][];
+        queued = null;
+        if (inFlight != null) { // its reply says whether the worker still holds the iterator
+            try {
+                awaitAhead();
+            } catch (RuntimeException e) {
+                inFlight = null; // the connection is broken: the worker frees it with its transaction
+            }
+        }
         if (opener == null && !last && iterHandle != 0 && !conn.isBroken()) {
             try {
                 metrics.roundTrip();

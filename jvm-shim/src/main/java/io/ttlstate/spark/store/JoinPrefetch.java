@@ -17,7 +17,9 @@ import org.apache.spark.sql.types.StructType;
  * and then get every (key, 0..n-1) of the values store, one synchronous read each once the
  * values outgrow the JVM's cache. While a counts iterator is walked, each block of counts it
  * hands out is turned into the (key, index) keys the operator will read next, and the values
- * store fetches those its view cannot answer in one MULTI_GET into its cache.
+ * store fetches those its view cannot answer in one MULTI_GET into its cache. The MULTI_GET of
+ * the next block is sent ahead, before the operator walks this one, so the worker reads it
+ * meanwhile (with the counts iterator's own read-ahead of its next chunk, DESIGN 71).
  *
  * <p>Only for stores without TTL: a worker read under TTL may refresh or expire an entry, and
  * the operator may not read every value (eviction by key reads only the keys it removes).
@@ -35,6 +37,8 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
     private final UnsafeProjection keyWithIndex;
     private final GenericInternalRow index = new GenericInternalRow(1);
     private final JoinedRow joined = new JoinedRow();
+    /** The next block, its values asked for ahead (null: none). */
+    private Ahead ahead;
 
     private JoinPrefetch(RemoteStore values, KeyCodec countsCodec, StructType valuesKeySchema) {
         this.values = values;
@@ -64,14 +68,45 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
     }
 
     @Override
-    public int block(byte[][] keys, byte[][] counts, int from, int to) {
+    public int block(byte[][] keys, byte[][] counts, int from, int to, byte[][][] following) {
         RemoteTxn txn = values.openWriterTxn();
         if (txn == null) {
             return to;
         }
-        // no more than the values store's cache can keep until the operator reads them
-        int room = Math.min(MAX_KEYS_PER_BLOCK, txn.prefetchRoom());
-        List<byte[]> wanted = new ArrayList<>();
+        // no more than the values store's cache can keep until the operator reads them: two
+        // blocks are in flight (this one and the next), so each gets half of that
+        int room = Math.min(MAX_KEYS_PER_BLOCK, txn.prefetchRoom()) / 2;
+        int end;
+        if (ahead != null && ahead.txn == txn && ahead.keys == keys && ahead.from == from) {
+            txn.completeAhead(); // asked for while the operator walked the block before
+            end = ahead.end;
+        } else {
+            List<byte[]> wanted = new ArrayList<>();
+            end = wanted(keys, counts, from, to, room, wanted);
+            if (!wanted.isEmpty()) {
+                txn.prefetch(wanted.toArray(new byte[0][]));
+            }
+        }
+        ahead = null;
+        // the block after this one, asked for now: the worker reads it while the operator walks this one
+        byte[][] nextKeys = end < to ? keys : following == null ? null : following[0];
+        byte[][] nextCounts = end < to ? counts : following == null ? null : following[1];
+        int nextFrom = end < to ? end : 0;
+        int nextTo = end < to ? to : nextKeys == null ? 0 : nextKeys.length;
+        if (nextFrom < nextTo) {
+            List<byte[]> next = new ArrayList<>();
+            int nextEnd = wanted(nextKeys, nextCounts, nextFrom, nextTo, room, next);
+            txn.prefetchAhead(next.toArray(new byte[0][]));
+            ahead = new Ahead(txn, nextKeys, nextFrom, nextEnd);
+        }
+        return end;
+    }
+
+    /**
+     * Adds to {@code wanted} the (key, index) keys of the counts {@code keys[from..)}, key by
+     * key, up to {@code room} of them (at least the first key's); returns where it stopped.
+     */
+    private int wanted(byte[][] keys, byte[][] counts, int from, int to, int room, List<byte[]> wanted) {
         int i = from;
         for (; i < to; i++) {
             countsCodec.decodeKey(keys[i], countKey);
@@ -86,9 +121,21 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
                 wanted.add(keyWithIndex.apply(joined.apply(countKey, index)).copy().getBytes());
             }
         }
-        if (!wanted.isEmpty()) {
-            txn.prefetch(wanted.toArray(new byte[0][]));
-        }
         return i;
+    }
+
+    /** The block whose values were asked for ahead: counts {@code keys[from..end)} of {@code txn}. */
+    private static final class Ahead {
+        final RemoteTxn txn;
+        final byte[][] keys;
+        final int from;
+        final int end;
+
+        Ahead(RemoteTxn txn, byte[][] keys, int from, int end) {
+            this.txn = txn;
+            this.keys = keys;
+            this.from = from;
+            this.end = end;
+        }
     }
 }

@@ -1,7 +1,9 @@
 package io.ttlstate.spark.store;
 
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Map;
+import java.util.Set;
 
 import io.ttlstate.spark.cache.CachedVersionView;
 import io.ttlstate.spark.cache.KeyBytes;
@@ -61,6 +63,11 @@ final class RemoteTxn {
     private boolean ended;
     /** The worker writes this transaction straight into its database (an abort leaves it at no version). */
     private boolean direct;
+    /** A read-ahead's MULTI_GET sent ahead ({@link #prefetchAhead}), its reply not read yet; or null. */
+    private WorkerConnection.Pending ahead;
+    private byte[][] aheadKeys;
+    /** Keys written while {@link #ahead} was in flight: its answer for them is older than the write. */
+    private Set<KeyBytes> writtenWhileAhead;
     /** Told about every iterator (its {@link RemoteStore} drains those still needing the worker on close). */
     java.util.function.Consumer<ChunkIterator> onIteratorCreated;
 
@@ -124,6 +131,7 @@ final class RemoteTxn {
         CachedVersionView.Presence p = presence(key);
         if (p == CachedVersionView.Presence.ABSENT) {
             written.put(new KeyBytes(key), TOMBSTONE); // nothing to remove: the worker need not know
+            noteWrittenWhileAhead(key);
             if (direct && view != null) {
                 view.written(key, null, writeExpiry, version);
             }
@@ -163,6 +171,7 @@ final class RemoteTxn {
     private void buffered(byte[] key, byte[] writtenValue) {
         batchCount++;
         written.put(new KeyBytes(key), writtenValue);
+        noteWrittenWhileAhead(key);
         if (direct && view != null) {
             view.written(key, writtenValue == TOMBSTONE ? null : writtenValue, writeExpiry, version);
         }
@@ -174,8 +183,14 @@ final class RemoteTxn {
     /** The value of {@code key} as this transaction sees it, or null. */
     byte[] get(byte[] key) {
         byte[][] out = new byte[1][];
-        if (answerHere(key, out, 0)) {
+        if (answerHere(key, out, 0, ahead == null)) {
             return out[0];
+        }
+        if (ahead != null) {
+            completeAhead(); // it may bring this key
+            if (answerHere(key, out, 0, true)) {
+                return out[0];
+            }
         }
         FrameReader r = call(FrameWriter.request(Op.GET, handle).bytes(key));
         return Replies.decode(() -> {
@@ -190,6 +205,11 @@ final class RemoteTxn {
      * view (a live cached value, or the filter's "absent"); false if the worker must answer.
      */
     private boolean answerHere(byte[] key, byte[][] out, int i) {
+        return answerHere(key, out, i, true);
+    }
+
+    /** {@link #answerHere}; without {@code count}, a miss is not counted (the caller asks again). */
+    private boolean answerHere(byte[] key, byte[][] out, int i, boolean count) {
         byte[] v = written.get(new KeyBytes(key));
         if (v != null) {
             answeredHere();
@@ -207,7 +227,9 @@ final class RemoteTxn {
             return true;
         }
         if (c == null) {
-            metrics.cacheMisses.incrementAndGet();
+            if (count) {
+                metrics.cacheMisses.incrementAndGet();
+            }
             return false;
         }
         metrics.cacheHits.incrementAndGet();
@@ -246,6 +268,7 @@ final class RemoteTxn {
      * rest goes to the worker in one MULTI_GET.
      */
     byte[][] multiGet(byte[][] keys) {
+        completeAhead();
         byte[][] out = new byte[keys.length][];
         int[] ask = new int[keys.length];
         int n = 0;
@@ -295,8 +318,83 @@ final class RemoteTxn {
      * counts nothing as a read. Returns the keys asked.
      */
     int prefetch(byte[][] keys) {
-        if (view == null || ended || settings.ttlMs != 0) {
+        completeAhead();
+        byte[][] ask = unknown(keys);
+        if (ask.length == 0) {
             return 0;
+        }
+        fromWorker(ask, ask.length);
+        metrics.prefetched.addAndGet(ask.length);
+        return ask.length;
+    }
+
+    /**
+     * {@link #prefetch} sent ahead: the MULTI_GET goes now, its answer reaches the view when
+     * {@link #completeAhead} reads it (before any later read of the worker needs it). One at a
+     * time: an earlier one is completed first. Returns the keys asked.
+     */
+    int prefetchAhead(byte[][] keys) {
+        completeAhead();
+        byte[][] ask = unknown(keys);
+        if (ask.length == 0) {
+            return 0;
+        }
+        FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(ask.length);
+        for (byte[] key : ask) {
+            w.bytes(key);
+        }
+        metrics.roundTrip();
+        metrics.sentAhead.incrementAndGet();
+        ahead = conn.callAhead(w);
+        aheadKeys = ask;
+        writtenWhileAhead = new HashSet<>();
+        metrics.prefetched.addAndGet(ask.length);
+        return ask.length;
+    }
+
+    /**
+     * Reads the answer of the MULTI_GET sent ahead into the view, except for keys written since
+     * it was sent (the worker answered with what they held before); nothing if none is in flight.
+     */
+    void completeAhead() {
+        WorkerConnection.Pending p = ahead;
+        if (p == null) {
+            return;
+        }
+        byte[][] keys = aheadKeys;
+        Set<KeyBytes> skip = writtenWhileAhead;
+        ahead = null;
+        aheadKeys = null;
+        writtenWhileAhead = null;
+        FrameReader r = conn.await(p);
+        Replies.decode(() -> {
+            if (r.u32() != keys.length) {
+                throw new ProtocolException("MULTI_GET answered a different number of keys");
+            }
+            for (byte[] key : keys) {
+                if (skip.contains(new KeyBytes(key))) {
+                    if (r.optbytes() != null) {
+                        r.i64();
+                    }
+                } else {
+                    readValue(r, key);
+                }
+            }
+            r.end();
+            return null;
+        });
+    }
+
+    private void noteWrittenWhileAhead(byte[] key) {
+        if (writtenWhileAhead != null) {
+            writtenWhileAhead.add(new KeyBytes(key));
+        }
+    }
+
+    /** Those of {@code keys} neither this transaction's writes nor the view can answer (none without a view or with TTL). */
+    private byte[][] unknown(byte[][] keys) {
+        if (view == null || ended || settings.ttlMs != 0) {
+            return new byte[0][];
         }
         byte[][] ask = new byte[keys.length][];
         int n = 0;
@@ -305,12 +403,7 @@ final class RemoteTxn {
                 ask[n++] = key;
             }
         }
-        if (n == 0) {
-            return 0;
-        }
-        fromWorker(ask, n);
-        metrics.prefetched.addAndGet(n);
-        return n;
+        return n == ask.length ? ask : java.util.Arrays.copyOf(ask, n);
     }
 
     /**
@@ -478,6 +571,7 @@ final class RemoteTxn {
 
     /** COMMIT as {@code newVersion}, writing the changelog to {@code changelogPath} (empty: no changelog). */
     Committed commit(long newVersion, String changelogPath) {
+        dropAhead();
         flush();
         FrameReader r;
         try {
@@ -495,6 +589,7 @@ final class RemoteTxn {
 
     /** ABORT, dropping unsent writes; idempotent. */
     void abort() {
+        dropAhead();
         batch = null;
         batchCount = 0;
         unsentAccesses = 0;
@@ -513,6 +608,13 @@ final class RemoteTxn {
         } finally {
             ended = true; // even if ABORT failed: the transaction is not to be used again
         }
+    }
+
+    /** Forgets a read-ahead in flight (the connection reads its answer before the next one). */
+    private void dropAhead() {
+        ahead = null;
+        aheadKeys = null;
+        writtenWhileAhead = null;
     }
 
     private FrameReader call(FrameWriter w) {
