@@ -161,7 +161,6 @@ public final class WorkerConnection implements Closeable {
     private FrameReader callUnchecked(FrameWriter request) throws IOException {
         lock.lock();
         try {
-            ensureOpen();
             while (!pending.isEmpty()) {
                 readPending();
             }

@@ -246,7 +246,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
             ks.add(keys[i]);
             vs.add(values[i]);
         }
-        while (queued != null || inFlight != null || !last) {
+        while (more()) {
             byte[][][] chunk = queued != null ? queued : inFlight != null ? awaitAhead() : nextFromWorker();
             queued = null;
             java.util.Collections.addAll(ks, chunk[0]);

@@ -89,17 +89,20 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
         }
         ahead = null;
         // the block after this one, asked for now: the worker reads it while the operator walks this one
-        byte[][] nextKeys = end < to ? keys : following == null ? null : following[0];
-        byte[][] nextCounts = end < to ? counts : following == null ? null : following[1];
-        int nextFrom = end < to ? end : 0;
-        int nextTo = end < to ? to : nextKeys == null ? 0 : nextKeys.length;
-        if (nextFrom < nextTo) {
-            List<byte[]> next = new ArrayList<>();
-            int nextEnd = wanted(nextKeys, nextCounts, nextFrom, nextTo, room, next);
-            txn.prefetchAhead(next.toArray(new byte[0][]));
-            ahead = new Ahead(txn, nextKeys, nextFrom, nextEnd);
+        if (end < to) {
+            sendAhead(txn, keys, counts, end, to, room);
+        } else if (following != null && following[0].length > 0) {
+            sendAhead(txn, following[0], following[1], 0, following[0].length, room);
         }
         return end;
+    }
+
+    /** Sends ahead the MULTI_GET of the block starting at counts {@code keys[from]}. */
+    private void sendAhead(RemoteTxn txn, byte[][] keys, byte[][] counts, int from, int to, int room) {
+        List<byte[]> next = new ArrayList<>();
+        int end = wanted(keys, counts, from, to, room, next);
+        txn.prefetchAhead(next.toArray(new byte[0][]));
+        ahead = new Ahead(txn, keys, from, end);
     }
 
     /**
