@@ -458,9 +458,9 @@ def _snapshot_total(o: tq.Outcome, version: int) -> int:
 
 def test_compaction_filter_cleanup_drops_expired_entries(maintenance_runs):
     """TTL 2 s, safety margin 0 s, periodic compaction every 1 s: during the pause after
-    batch 0 (10 s plus the time batch 0 took) maintenance compacts and RocksDB's TTL drops the 40 old entries. Batch 1
-    has only 4 new keys and a 1-entry incremental step, so the incremental cleanup cannot
-    account for what disappeared. The snapshot of version 2 (the database's SST files,
+    batch 0 (10 s plus the time batch 0 took) maintenance compacts and RocksDB's TTL drops
+    the 40 old entries. Batch 1 has only 4 new keys and a 1-entry incremental step, so the
+    incremental cleanup cannot account for what disappeared. The snapshot of version 2 (the database's SST files,
     fullSnapshot off) shows what is really stored."""
     on, off = maintenance_runs["compaction"], maintenance_runs["compaction_off"]
     assert on.metric_sum("ttlstateExpiredByCompaction") > 0

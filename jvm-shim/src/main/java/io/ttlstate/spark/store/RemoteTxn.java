@@ -293,18 +293,36 @@ final class RemoteTxn {
 
     /** The values of {@code keys[0..n)} from the worker in one MULTI_GET, remembered in the view. */
     private byte[][] fromWorker(byte[][] keys, int n) {
+        return readAnswers(call(multiGet(keys, n)), keys, n, java.util.Collections.emptySet());
+    }
+
+    /** The MULTI_GET request of {@code keys[0..n)}. */
+    private FrameWriter multiGet(byte[][] keys, int n) {
         FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(n);
         for (int j = 0; j < n; j++) {
             w.bytes(keys[j]);
         }
-        FrameReader r = call(w);
+        return w;
+    }
+
+    /**
+     * A MULTI_GET reply's values of {@code keys[0..n)}, remembered in the view, except those in
+     * {@code skip} (read past, left null).
+     */
+    private byte[][] readAnswers(FrameReader r, byte[][] keys, int n, Set<KeyBytes> skip) {
         return Replies.decode(() -> {
             if (r.u32() != n) {
                 throw new ProtocolException("MULTI_GET answered a different number of keys");
             }
             byte[][] values = new byte[n][];
             for (int j = 0; j < n; j++) {
-                values[j] = readValue(r, keys[j]);
+                if (skip.contains(new KeyBytes(keys[j]))) {
+                    if (r.optbytes() != null) {
+                        r.i64();
+                    }
+                } else {
+                    values[j] = readValue(r, keys[j]);
+                }
             }
             r.end();
             return values;
@@ -339,13 +357,9 @@ final class RemoteTxn {
         if (ask.length == 0) {
             return 0;
         }
-        FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(ask.length);
-        for (byte[] key : ask) {
-            w.bytes(key);
-        }
         metrics.roundTrip();
         metrics.sentAhead.incrementAndGet();
-        ahead = conn.callAhead(w);
+        ahead = conn.callAhead(multiGet(ask, ask.length));
         aheadKeys = ask;
         writtenWhileAhead = new HashSet<>();
         metrics.prefetched.addAndGet(ask.length);
@@ -363,26 +377,8 @@ final class RemoteTxn {
         }
         byte[][] keys = aheadKeys;
         Set<KeyBytes> skip = writtenWhileAhead;
-        ahead = null;
-        aheadKeys = null;
-        writtenWhileAhead = null;
-        FrameReader r = conn.await(p);
-        Replies.decode(() -> {
-            if (r.u32() != keys.length) {
-                throw new ProtocolException("MULTI_GET answered a different number of keys");
-            }
-            for (byte[] key : keys) {
-                if (skip.contains(new KeyBytes(key))) {
-                    if (r.optbytes() != null) {
-                        r.i64();
-                    }
-                } else {
-                    readValue(r, key);
-                }
-            }
-            r.end();
-            return null;
-        });
+        dropAhead();
+        readAnswers(conn.await(p), keys, keys.length, skip);
     }
 
     private void noteWrittenWhileAhead(byte[] key) {
