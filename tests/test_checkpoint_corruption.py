@@ -23,6 +23,7 @@ the file and version) when it is not.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import random
 import re
@@ -378,19 +379,27 @@ def test_the_checksum_is_what_catches_a_flipped_bit_in_a_manifest(manifest_flips
 
 
 def test_a_flip_only_the_checksum_catches_fails_the_provider_load(spark, base, manifest_flips, tmp_path):
-    """Through the provider: a manifest flip that decodes to a valid manifest with another
+    """Through the provider: a manifest whose body decodes to a valid manifest with another
     key count. With the CRC recomputed the load "succeeds" and reports the wrong numKeys
-    (what the checksum prevents); with the stored CRC it fails naming the file and version."""
+    (what the checksum prevents); with the stored CRC it fails naming the file and version.
+    The body is a single-bit flip of the stored one where such a flip exists (it depends on
+    the compressed bytes of the run's manifest); otherwise the manifest re-encoded with its
+    key count changed, so the test always runs."""
     raw, original, _, count_flips = manifest_flips
-    if not count_flips:
-        pytest.skip("no single-bit flip of this manifest changes only its key count")
-    i, bit = count_flips[0]
-    flipped = bytearray(raw)
-    flipped[i] ^= 1 << bit
+    if count_flips:
+        i, bit = count_flips[0]
+        flipped = bytearray(raw)
+        flipped[i] ^= 1 << bit
+        body, what = bytes(flipped[:-4]), f"byte {i} bit {bit}"
+    else:
+        other = str(tmp_path / "re-encoded.manifest")
+        manifest.write(other, dataclasses.replace(original, num_keys=original.num_keys + 1))
+        body, what = open(other, "rb").read()[:-4], "the re-encoded manifest"
+        assert manifest.read(other, SNAPSHOT_VERSION).num_keys == original.num_keys + 1
     for recompute in (True, False):
         root = base.copy(tmp_path / f"state-{recompute}")
         path = os.path.join(_store_dir(root), f"{SNAPSHOT_VERSION}.manifest")
-        _rewrite(path, _with_crc(bytes(flipped[:-4])) if recompute else bytes(flipped))
+        _rewrite(path, _with_crc(body) if recompute else body + raw[-4:])
         if os.path.exists(_crc_side_file(path)):  # Hadoop's sidecar (uploads to file: write none)
             os.remove(_crc_side_file(path))
         cache = str(tmp_path / f"cache-{recompute}")
@@ -401,7 +410,7 @@ def test_a_flip_only_the_checksum_catches_fails_the_provider_load(spark, base, m
             reported = s.metrics().numKeys()
             assert reported != len(base.models[SNAPSHOT_VERSION]), (
                 "the flipped key count should have reached the store's numKeys")
-            print(f"\nbyte {i} bit {bit}: with the CRC recomputed the load reports numKeys "
+            print(f"\n{what}: with the CRC recomputed the load reports numKeys "
                   f"{reported}, the version has {len(base.models[SNAPSHOT_VERSION])}")
         else:
             with pytest.raises(JavaError) as e:
