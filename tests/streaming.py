@@ -493,6 +493,16 @@ def inner_join(left, right):
     A right event joins left events of the same key up to 45 s before it, so state is
     kept across batches (files) and evicted behind the watermarks.
     """
+    return _time_range_join(left, right, "inner")
+
+
+def left_outer_join(left, right):
+    """`inner_join` as a left outer join: a left event no right event joined is output once,
+    with nulls, when the watermark passes it (Spark marks the left values matched in state)."""
+    return _time_range_join(left, right, "left_outer")
+
+
+def _time_range_join(left, right, how: str):
     from pyspark.sql import functions as F
 
     l = (left.select(F.col("key").alias("lkey"), F.col("value").alias("lvalue"),
@@ -502,7 +512,7 @@ def inner_join(left, right):
                       F.col("ts").alias("rts"))
          .withWatermark("rts", "1 minute"))
     return l.join(r, F.expr(
-        "lkey = rkey AND rts >= lts AND rts <= lts + interval 45 seconds"), "inner")
+        "lkey = rkey AND rts >= lts AND rts <= lts + interval 45 seconds"), how)
 
 
 # ---------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ public final class StoreMetrics {
             "ttlstate: iterators served from the JVM's complete copy of the version, without the store worker");
     static final StateStoreCustomMetric PREFETCHED = new StateStoreCustomSumMetric(
             "ttlstatePrefetchedValues",
-            "ttlstate: values a join's values store read ahead while the operator walked its counts (one request per block)");
+            "ttlstate: values read ahead of the operator's reads, one request per block (a join's eviction, a join's or an aggregation's input)");
     static final StateStoreCustomMetric SENT_AHEAD = new StateStoreCustomSumMetric(
             "ttlstateSentAhead",
             "ttlstate: requests sent before their answer was needed (a join's next block of values, its counts' next chunk), answered while the operator went on");

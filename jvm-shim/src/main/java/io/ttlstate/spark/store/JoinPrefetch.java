@@ -3,12 +3,8 @@ package io.ttlstate.spark.store;
 import java.util.ArrayList;
 import java.util.List;
 
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.expressions.JoinedRow;
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
-import org.apache.spark.sql.types.StructType;
 
 /**
  * Reads that fetch what a stream-stream join asks next. Spark's join keeps, per side, the
@@ -25,46 +21,36 @@ import org.apache.spark.sql.types.StructType;
  * the operator may not read every value (eviction by key reads only the keys it removes).
  */
 final class JoinPrefetch implements ChunkIterator.BlockListener {
-    static final String COUNTS_SUFFIX = "keyToNumValues";
-    static final String VALUES_SUFFIX = "keyWithIndexToValue";
     /** At most this many (key, index) reads per block (a key with many values is read as asked). */
     private static final int MAX_KEYS_PER_BLOCK = 8192;
 
     private final RemoteStore values;
     private final KeyCodec countsCodec;
     private final UnsafeRow countKey;
-    private final UnsafeRow count = new UnsafeRow(1);
-    private final UnsafeProjection keyWithIndex;
-    private final GenericInternalRow index = new GenericInternalRow(1);
-    private final JoinedRow joined = new JoinedRow();
+    private final JoinStores layout;
     /** The next block, its values asked for ahead (null: none). */
     private Ahead ahead;
 
-    private JoinPrefetch(RemoteStore values, KeyCodec countsCodec, StructType valuesKeySchema) {
+    private JoinPrefetch(RemoteStore values, KeyCodec countsCodec, JoinStores layout) {
         this.values = values;
         this.countsCodec = countsCodec;
         this.countKey = countsCodec.newKeyRow();
-        this.keyWithIndex = UnsafeProjection.create(valuesKeySchema);
+        this.layout = layout;
     }
 
     /** The prefetch for iterators of {@code counts} (a join's counts store without TTL), or null. */
     static JoinPrefetch forCounts(RemoteStore counts, KeyCodec codec, long ttlMs) {
         StateStoreId id = counts.stateStoreId();
-        if (ttlMs != 0 || id == null || codec.hasPrefix() || !id.storeName().endsWith(COUNTS_SUFFIX)) {
+        if (ttlMs != 0 || id == null || codec.hasPrefix() || !id.storeName().endsWith(JoinStores.COUNTS_SUFFIX)) {
             return null;
         }
         String name = id.storeName();
         StateStoreId valuesId = new StateStoreId(id.checkpointRootLocation(), id.operatorId(), id.partitionId(),
-                name.substring(0, name.length() - COUNTS_SUFFIX.length()) + VALUES_SUFFIX);
+                name.substring(0, name.length() - JoinStores.COUNTS_SUFFIX.length()) + JoinStores.VALUES_SUFFIX);
         RemoteStore values = LiveStores.get(valuesId);
-        if (values == null) {
-            return null;
-        }
-        StructType schema = values.keySchema();
-        if (schema == null || schema.length() != counts.keySchema().length() + 1) {
-            return null; // not the (key..., index) layout this prefetch knows
-        }
-        return new JoinPrefetch(values, codec, schema);
+        JoinStores layout = values == null ? null : JoinStores.forValues(values, counts.keySchema().length());
+        // null: not the (key..., index) layout this prefetch knows
+        return layout == null ? null : new JoinPrefetch(values, codec, layout);
     }
 
     @Override
@@ -113,16 +99,11 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
         int i = from;
         for (; i < to; i++) {
             countsCodec.decodeKey(keys[i], countKey);
-            count.pointTo(counts[i], counts[i].length);
-            long n = count.isNullAt(0) ? 0 : count.getLong(0);
+            long n = layout.count(counts[i]);
             if (i > from && wanted.size() + n > room) {
                 break; // the next block starts with this key
             }
-            for (long j = 0; j < n && wanted.size() < MAX_KEYS_PER_BLOCK; j++) {
-                index.setLong(0, j);
-                // copy(): the projection reuses one row, whose getBytes() is its buffer itself
-                wanted.add(keyWithIndex.apply(joined.apply(countKey, index)).copy().getBytes());
-            }
+            layout.addValueKeys(countKey, n, wanted, MAX_KEYS_PER_BLOCK);
         }
         return i;
     }

@@ -7,7 +7,8 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 /**
  * The stores started in this JVM, by store id: how a read-ahead finds the store whose reads it
  * serves ({@link JoinPrefetch}: a join's values store from its counts store;
- * {@link RestoreReadAhead}: an aggregation's store from the plan's operator and partition).
+ * {@link RestoreReadAhead}, {@link JoinInputReadAhead}: an operator's stores from the plan's
+ * operator and partition).
  */
 final class LiveStores {
     private static final ConcurrentHashMap<StateStoreId, RemoteStore> LIVE = new ConcurrentHashMap<>();

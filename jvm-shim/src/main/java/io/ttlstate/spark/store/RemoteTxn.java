@@ -347,6 +347,43 @@ final class RemoteTxn {
     }
 
     /**
+     * The values of {@code keys} (null where absent) for a read-ahead that needs them to know
+     * what to read next (a join's counts, {@link JoinInputReadAhead}): what this transaction's
+     * writes or the view answer, the rest from the worker in one MULTI_GET into the view. Like
+     * {@link #prefetch} it counts no read; only for a transaction with a view and without TTL
+     * ({@link #prefetchRoom} above 0).
+     */
+    byte[][] readAhead(byte[][] keys) {
+        completeAhead();
+        byte[][] out = new byte[keys.length][];
+        byte[][] ask = new byte[keys.length][];
+        int[] at = new int[keys.length];
+        int n = 0;
+        for (int i = 0; i < keys.length; i++) {
+            byte[] v = written.get(new KeyBytes(keys[i]));
+            if (v != null) {
+                out[i] = v == TOMBSTONE ? null : v;
+                continue;
+            }
+            CachedVersionView.Cached c = view.lookup(keys[i], version, batchTimestampMs);
+            if (c == null) {
+                ask[n] = keys[i];
+                at[n++] = i;
+            } else if (c != CachedVersionView.ABSENT) {
+                out[i] = c.value;
+            }
+        }
+        if (n > 0) {
+            byte[][] values = fromWorker(ask, n);
+            for (int j = 0; j < n; j++) {
+                out[at[j]] = values[j];
+            }
+            metrics.prefetched.addAndGet(n);
+        }
+        return out;
+    }
+
+    /**
      * {@link #prefetch} sent ahead: the MULTI_GET goes now, its answer reaches the view when
      * {@link #completeAhead} reads it (before any later read of the worker needs it). One at a
      * time: an earlier one is completed first. Returns the keys asked.

@@ -1,0 +1,128 @@
+package io.ttlstate.spark.store;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
+import io.ttlstate.spark.StateReadAheadExec;
+import io.ttlstate.spark.cache.KeyBytes;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+
+/**
+ * What a stream-stream join reads for the rows of one side's input (docs/DESIGN.md 72): for
+ * each row Spark reads the other side's count of the row's key and then each of its values
+ * (to join), and this side's count (to append the row). For a block of rows this reads the
+ * other side's counts of the block's keys, then the values they name, then this side's counts,
+ * into the stores' caches in one MULTI_GET each. Stores whose cache answers every key (a
+ * complete view) or with TTL (a worker read may refresh or expire an entry) are left out; with
+ * none left the rows pass through.
+ */
+final class JoinInputReadAhead implements ReadAheadBlocks.Reader {
+    private final StateStoreId thisCountsId;
+    private final StateStoreId otherCountsId;
+    private final StateStoreId otherValuesId;
+    /** This block's transactions, null for a store that needs no read-ahead. */
+    private RemoteTxn thisCounts;
+    private RemoteTxn otherCounts;
+    private RemoteTxn otherValues;
+    private int valuesRoom;
+    /** The other side's value keys (null until its stores are found). */
+    private JoinStores otherLayout;
+    private UnsafeRow key;
+
+    /** The read-ahead for the input of {@code side}: "left" or "right", as Spark names its stores' sides. */
+    JoinInputReadAhead(String checkpointLocation, long operatorId, int partition, String side) {
+        String other;
+        if (StateReadAheadExec.JoinLeft().equals(side)) {
+            other = StateReadAheadExec.JoinRight();
+        } else if (StateReadAheadExec.JoinRight().equals(side)) {
+            other = StateReadAheadExec.JoinLeft();
+        } else {
+            throw new IllegalArgumentException("a join side is 'left' or 'right', not '" + side + "'");
+        }
+        thisCountsId = JoinStores.storeId(checkpointLocation, operatorId, partition, side, JoinStores.COUNTS_SUFFIX);
+        otherCountsId = JoinStores.storeId(checkpointLocation, operatorId, partition, other, JoinStores.COUNTS_SUFFIX);
+        otherValuesId = JoinStores.storeId(checkpointLocation, operatorId, partition, other, JoinStores.VALUES_SUFFIX);
+    }
+
+    @Override
+    public int room() {
+        RemoteStore otherCountsStore = LiveStores.get(otherCountsId);
+        RemoteStore otherValuesStore = LiveStores.get(otherValuesId);
+        thisCounts = withRoom(LiveStores.get(thisCountsId));
+        otherCounts = txnOf(otherCountsStore);
+        otherValues = withRoom(otherValuesStore);
+        if (otherLayout == null && otherValues != null && otherCountsStore != null) {
+            int keyFields = otherCountsStore.keySchema().length();
+            otherLayout = JoinStores.forValues(otherValuesStore, keyFields);
+            key = new UnsafeRow(keyFields);
+        }
+        if (otherCounts != null && otherCounts.prefetchRoom() == 0) {
+            otherCounts = null; // no view to read the counts into (or TTL)
+        }
+        if (otherCounts == null || otherLayout == null) {
+            otherValues = null; // the keys to read come from the other side's counts
+        }
+        valuesRoom = otherValues == null ? 0 : otherValues.readAheadRoom();
+        int otherCountsRoom = otherCounts == null ? 0 : otherCounts.readAheadRoom();
+        if (otherValues == null && otherCountsRoom == 0) {
+            otherCounts = null; // its cache answers every count, and no values to find
+        }
+        // a block of rows is no larger than what any store read into may keep
+        int room = Integer.MAX_VALUE;
+        for (int r : new int[] {thisCounts == null ? 0 : thisCounts.readAheadRoom(), otherCountsRoom, valuesRoom}) {
+            if (r > 0) {
+                room = Math.min(room, r);
+            }
+        }
+        return room == Integer.MAX_VALUE ? 0 : room;
+    }
+
+    @Override
+    public void readAhead(byte[][] rowKeys, int n) {
+        byte[][] keys = distinct(rowKeys, n);
+        if (otherCounts != null) {
+            byte[][] counts = otherCounts.readAhead(keys);
+            if (otherValues != null) {
+                List<byte[]> wanted = new ArrayList<>();
+                for (int i = 0; i < keys.length && wanted.size() < valuesRoom; i++) {
+                    long c = otherLayout.count(counts[i]);
+                    if (c > 0) {
+                        key.pointTo(keys[i], keys[i].length);
+                        otherLayout.addValueKeys(key, c, wanted, valuesRoom);
+                    }
+                }
+                if (!wanted.isEmpty()) {
+                    otherValues.prefetch(wanted.toArray(new byte[0][]));
+                }
+            }
+        }
+        if (thisCounts != null) {
+            thisCounts.prefetch(keys);
+        }
+    }
+
+    /** {@code keys[0..n)} without repeats, in their first order. */
+    private static byte[][] distinct(byte[][] keys, int n) {
+        Set<KeyBytes> seen = new HashSet<>(n * 2);
+        List<byte[]> out = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            if (seen.add(new KeyBytes(keys[i]))) {
+                out.add(keys[i]);
+            }
+        }
+        return out.toArray(new byte[0][]);
+    }
+
+    /** The transaction a read-ahead of {@code store} serves, or null (none, or its cache needs none). */
+    private static RemoteTxn withRoom(RemoteStore store) {
+        RemoteTxn t = txnOf(store);
+        return t == null || t.readAheadRoom() == 0 ? null : t;
+    }
+
+    private static RemoteTxn txnOf(RemoteStore store) {
+        return store == null ? null : store.readAheadTxn();
+    }
+}
