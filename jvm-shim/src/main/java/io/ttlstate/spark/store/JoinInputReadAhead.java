@@ -51,28 +51,27 @@ final class JoinInputReadAhead implements ReadAheadBlocks.Reader {
     public int room() {
         RemoteStore otherCountsStore = LiveStores.get(otherCountsId);
         RemoteStore otherValuesStore = LiveStores.get(otherValuesId);
-        thisCounts = withRoom(LiveStores.get(thisCountsId));
+        thisCounts = txnOf(LiveStores.get(thisCountsId));
         otherCounts = txnOf(otherCountsStore);
-        otherValues = withRoom(otherValuesStore);
-        if (otherLayout == null && otherValues != null && otherCountsStore != null) {
+        otherValues = txnOf(otherValuesStore);
+        int thisRoom = roomOf(thisCounts);
+        int countsRoom = roomOf(otherCounts);
+        valuesRoom = roomOf(otherValues);
+        if (valuesRoom > 0 && otherLayout == null && otherCountsStore != null) {
             int keyFields = otherCountsStore.keySchema().length();
             otherLayout = JoinStores.forValues(otherValuesStore, keyFields);
             key = new UnsafeRow(keyFields);
         }
-        if (otherCounts != null && otherCounts.prefetchRoom() == 0) {
-            otherCounts = null; // no view to read the counts into (or TTL)
+        // the values to read are named by the other side's counts, read into its view (none with TTL)
+        if (otherCounts == null || otherCounts.prefetchRoom() == 0 || otherLayout == null) {
+            valuesRoom = 0;
         }
-        if (otherCounts == null || otherLayout == null) {
-            otherValues = null; // the keys to read come from the other side's counts
-        }
-        valuesRoom = otherValues == null ? 0 : otherValues.readAheadRoom();
-        int otherCountsRoom = otherCounts == null ? 0 : otherCounts.readAheadRoom();
-        if (otherValues == null && otherCountsRoom == 0) {
-            otherCounts = null; // its cache answers every count, and no values to find
-        }
+        thisCounts = thisRoom == 0 ? null : thisCounts;
+        otherValues = valuesRoom == 0 ? null : otherValues;
+        otherCounts = countsRoom == 0 && otherValues == null ? null : otherCounts;
         // a block of rows is no larger than what any store read into may keep
         int room = Integer.MAX_VALUE;
-        for (int r : new int[] {thisCounts == null ? 0 : thisCounts.readAheadRoom(), otherCountsRoom, valuesRoom}) {
+        for (int r : new int[] {thisRoom, countsRoom, valuesRoom}) {
             if (r > 0) {
                 room = Math.min(room, r);
             }
@@ -116,13 +115,13 @@ final class JoinInputReadAhead implements ReadAheadBlocks.Reader {
         return out.toArray(new byte[0][]);
     }
 
-    /** The transaction a read-ahead of {@code store} serves, or null (none, or its cache needs none). */
-    private static RemoteTxn withRoom(RemoteStore store) {
-        RemoteTxn t = txnOf(store);
-        return t == null || t.readAheadRoom() == 0 ? null : t;
-    }
-
+    /** The transaction a read-ahead of {@code store} serves, or null. */
     private static RemoteTxn txnOf(RemoteStore store) {
         return store == null ? null : store.readAheadTxn();
+    }
+
+    /** How many keys a read-ahead may ask of {@code txn} (0: none, or its cache answers every key). */
+    private static int roomOf(RemoteTxn txn) {
+        return txn == null ? 0 : txn.readAheadRoom();
     }
 }
