@@ -268,12 +268,26 @@ final class RemoteTxn {
      * rest goes to the worker in one MULTI_GET.
      */
     byte[][] multiGet(byte[][] keys) {
+        return values(keys, false);
+    }
+
+    /**
+     * {@link #multiGet} for a read-ahead that needs the values to know what to read next (a
+     * join's counts, {@link JoinInputReadAhead}): counts no read, refreshes nothing, and adds
+     * what the worker answered to {@code prefetched}. Only for a transaction with a view and
+     * without TTL ({@link #prefetchRoom} above 0).
+     */
+    byte[][] readAhead(byte[][] keys) {
+        return values(keys, true);
+    }
+
+    private byte[][] values(byte[][] keys, boolean readAhead) {
         completeAhead();
         byte[][] out = new byte[keys.length][];
         int[] ask = new int[keys.length];
         int n = 0;
         for (int i = 0; i < keys.length; i++) {
-            if (!answerHere(keys[i], out, i)) {
+            if (!(readAhead ? knownHere(keys[i], out, i) : answerHere(keys[i], out, i))) {
                 ask[n++] = i;
             }
         }
@@ -288,7 +302,25 @@ final class RemoteTxn {
         for (int j = 0; j < n; j++) {
             out[ask[j]] = values[j];
         }
+        if (readAhead) {
+            metrics.prefetched.addAndGet(n);
+        }
         return out;
+    }
+
+    /** {@link #answerHere} without its side effects (metrics, accesses, refresh on read). */
+    private boolean knownHere(byte[] key, byte[][] out, int i) {
+        byte[] v = written.get(new KeyBytes(key));
+        if (v != null) {
+            out[i] = v == TOMBSTONE ? null : v;
+            return true;
+        }
+        CachedVersionView.Cached c = view.lookup(key, version, batchTimestampMs);
+        if (c == null) {
+            return false;
+        }
+        out[i] = c == CachedVersionView.ABSENT ? null : c.value;
+        return true;
     }
 
     /** The values of {@code keys[0..n)} from the worker in one MULTI_GET, remembered in the view. */
@@ -344,43 +376,6 @@ final class RemoteTxn {
         fromWorker(ask, ask.length);
         metrics.prefetched.addAndGet(ask.length);
         return ask.length;
-    }
-
-    /**
-     * The values of {@code keys} (null where absent) for a read-ahead that needs them to know
-     * what to read next (a join's counts, {@link JoinInputReadAhead}): what this transaction's
-     * writes or the view answer, the rest from the worker in one MULTI_GET into the view. Like
-     * {@link #prefetch} it counts no read; only for a transaction with a view and without TTL
-     * ({@link #prefetchRoom} above 0).
-     */
-    byte[][] readAhead(byte[][] keys) {
-        completeAhead();
-        byte[][] out = new byte[keys.length][];
-        byte[][] ask = new byte[keys.length][];
-        int[] at = new int[keys.length];
-        int n = 0;
-        for (int i = 0; i < keys.length; i++) {
-            byte[] v = written.get(new KeyBytes(keys[i]));
-            if (v != null) {
-                out[i] = v == TOMBSTONE ? null : v;
-                continue;
-            }
-            CachedVersionView.Cached c = view.lookup(keys[i], version, batchTimestampMs);
-            if (c == null) {
-                ask[n] = keys[i];
-                at[n++] = i;
-            } else if (c != CachedVersionView.ABSENT) {
-                out[i] = c.value;
-            }
-        }
-        if (n > 0) {
-            byte[][] values = fromWorker(ask, n);
-            for (int j = 0; j < n; j++) {
-                out[at[j]] = values[j];
-            }
-            metrics.prefetched.addAndGet(n);
-        }
-        return out;
     }
 
     /**
