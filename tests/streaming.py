@@ -285,6 +285,15 @@ def session_confs(spark, settings: dict):
                 spark.conf.set(k, v)
 
 
+def run_query_with_plan(spark, provider: str, build_df: Callable, output_mode: str, input_dir,
+                        checkpoint_dir, *, confs: dict | None = None):
+    """`run_query`, also returning the last batch's physical plan: (RunResult, plan text)."""
+    running = start_query(spark, provider, build_df, output_mode, input_dir, checkpoint_dir, confs=confs)
+    running.query.awaitTermination(running.timeout_s)
+    plan = running.query._jsq.streamingQuery().lastExecution().executedPlan().toString()
+    return running.result(), plan
+
+
 def run_query(spark, provider: str, build_df: Callable, output_mode: str,
               input_dir, checkpoint_dir, *, sink: str = "memory",
               query_name: str | None = None, confs: dict | None = None,

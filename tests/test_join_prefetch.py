@@ -45,14 +45,6 @@ def test_join_values_beyond_the_cache_are_read_ahead_and_the_output_is_unchanged
     assert misses < prefetched // 4, (prefetched, misses)
 
 
-def _run_with_plan(spark, provider, build, inputs, checkpoint, confs=None):
-    """Runs the join; returns its result and the last batch's physical plan."""
-    running = st.start_query(spark, provider, build, "append", inputs, checkpoint, confs=confs)
-    running.query.awaitTermination(300)
-    plan = running.query._jsq.streamingQuery().lastExecution().executedPlan().toString()
-    return running.result(), plan
-
-
 # the join node is matched by name and read by its accessors on every Spark line
 @pytest.mark.parametrize("build", [pytest.param(st.inner_join, id="inner", marks=pytest.mark.matrix),
                                    pytest.param(st.left_outer_join, id="left-outer")])
@@ -61,8 +53,8 @@ def test_join_input_beyond_the_cache_is_read_ahead_and_the_output_is_unchanged(s
     st.write_files(left, st.generate_events(6, 400, n_keys=2000, seed=33, active_fraction=0.9))
     st.write_files(right, st.generate_events(6, 400, n_keys=2000, seed=34, active_fraction=0.9))
     expected = st.run_query(spark, HDFS, build, "append", [left, right], tmp_path / "ck-hdfs")
-    actual, plan = _run_with_plan(spark, candidate, build, [left, right], tmp_path / "ck-ttl",
-                                  confs={PREFIX + "cache.maxBytes": "256k"})
+    actual, plan = st.run_query_with_plan(spark, candidate, build, "append", [left, right], tmp_path / "ck-ttl",
+                                          confs={PREFIX + "cache.maxBytes": "256k"})
     st.assert_provider_served(actual, candidate)
     st.assert_same_rows(expected, actual, min_rows=100, what=f"{build.__name__}, input read ahead")
     # one read-ahead under each side of the join

@@ -24,14 +24,6 @@ def _sum_metric(result, name: str) -> int:
     return sum(int((op.get("customMetrics") or {}).get(name, 0)) for op in result.state_operators())
 
 
-def _run_with_plan(spark, provider, input_dir, checkpoint, confs=None):
-    """Runs the aggregation; returns its result and the last batch's physical plan."""
-    running = st.start_query(spark, provider, st.agg_by_key, "update", input_dir, checkpoint, confs=confs)
-    running.query.awaitTermination(300)
-    plan = running.query._jsq.streamingQuery().lastExecution().executedPlan().toString()
-    return running.result(), plan
-
-
 def _assert_read_ahead_values_are_hit(result):
     prefetched = _sum_metric(result, "ttlstatePrefetchedValues")
     misses = _sum_metric(result, "ttlstateCacheMisses")
@@ -57,8 +49,8 @@ def test_aggregation_state_beyond_the_cache_is_read_ahead_and_the_output_is_unch
     # budget: its stores must still get their share and keep what they read ahead (DESIGN 69;
     # they kept none, and every value read ahead was read again, before that)
     for run in ("first", "second"):
-        actual, plan = _run_with_plan(spark, candidate, events, tmp_path / f"ck-ttl-{run}",
-                                      confs={PREFIX + "cache.maxBytes": "128k"})
+        actual, plan = st.run_query_with_plan(spark, candidate, st.agg_by_key, "update", events,
+                                              tmp_path / f"ck-ttl-{run}", confs={PREFIX + "cache.maxBytes": "128k"})
         st.assert_provider_served(actual, candidate)
         st.assert_same_rows(expected, actual, min_rows=3000, what=f"aggregation, state read ahead, {run} query")
         assert "StateReadAhead" in plan, plan
@@ -69,7 +61,7 @@ def test_a_cache_that_holds_the_state_reads_nothing_ahead(spark, candidate, tmp_
     events = tmp_path / "events"
     st.write_files(events, st.generate_events(4, 1000, n_keys=500, seed=42, active_fraction=0.9))
     expected = st.run_query(spark, HDFS, st.agg_by_key, "update", events, tmp_path / "ck-hdfs")
-    actual, plan = _run_with_plan(spark, candidate, events, tmp_path / "ck-ttl")
+    actual, plan = st.run_query_with_plan(spark, candidate, st.agg_by_key, "update", events, tmp_path / "ck-ttl")
     st.assert_same_rows(expected, actual, min_rows=500, what="aggregation, cache holds the state")
     assert "StateReadAhead" in plan, plan
     # the view holds every entry (it grew from an empty state): the rows pass straight through

@@ -41,12 +41,13 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
     /** The prefetch for iterators of {@code counts} (a join's counts store without TTL), or null. */
     static JoinPrefetch forCounts(RemoteStore counts, KeyCodec codec, long ttlMs) {
         StateStoreId id = counts.stateStoreId();
-        if (ttlMs != 0 || id == null || codec.hasPrefix() || !id.storeName().endsWith(JoinStores.COUNTS_SUFFIX)) {
+        String countsEnd = "-" + JoinStores.COUNTS_SUFFIX;
+        if (ttlMs != 0 || id == null || codec.hasPrefix() || !id.storeName().endsWith(countsEnd)) {
             return null;
         }
-        String name = id.storeName();
-        StateStoreId valuesId = new StateStoreId(id.checkpointRootLocation(), id.operatorId(), id.partitionId(),
-                name.substring(0, name.length() - JoinStores.COUNTS_SUFFIX.length()) + JoinStores.VALUES_SUFFIX);
+        String side = id.storeName().substring(0, id.storeName().length() - countsEnd.length());
+        StateStoreId valuesId = JoinStores.storeId(id.checkpointRootLocation(), id.operatorId(), id.partitionId(),
+                side, JoinStores.VALUES_SUFFIX);
         RemoteStore values = LiveStores.get(valuesId);
         JoinStores layout = values == null ? null : JoinStores.forValues(values, counts.keySchema().length());
         // null: not the (key..., index) layout this prefetch knows
