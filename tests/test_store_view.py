@@ -316,12 +316,27 @@ def test_writes_after_reads_the_worker_answered_keep_the_key_count(js, tmp_path,
     assert js.data(js.get_store(p, 2)) == {("k", i): (i if i < 250 else i + 1) for i in range(3, 350) if i != 250}
 
 
-def test_the_key_filter_has_no_false_negatives_and_few_false_positives(spark):
+def _unsafe_row_of_long(v: int) -> bytes:
+    """An UnsafeRow of one BIGINT as Spark encodes it: 8 bytes of null bits, the value (little-endian)."""
+    return bytes(8) + v.to_bytes(8, "little", signed=True)
+
+
+def _key_sets(kind: str) -> tuple[set[bytes], list[bytes]]:
     import random
     rnd = random.Random(7)
-    keys = {rnd.randbytes(12) for _ in range(20_000)}
-    absent = [k for k in (rnd.randbytes(12) for _ in range(20_000)) if k not in keys]
-    for first_capacity in (20_000, 1024):  # one stage; stages added as it fills
+    if kind == "random 12 bytes":
+        keys = {rnd.randbytes(12) for _ in range(20_000)}
+        return keys, [k for k in (rnd.randbytes(12) for _ in range(20_000)) if k not in keys]
+    if kind == "sequential longs":  # an aggregation's keys: they differ only in a few low bytes
+        return {_unsafe_row_of_long(i) for i in range(10_000)}, [_unsafe_row_of_long(i) for i in range(10_000, 20_000)]
+    assert kind == "short strings"  # lengths 2-6: the hash's bytes after the last whole word
+    return {f"k{i}".encode() for i in range(10_000)}, [f"a{i}".encode() for i in range(10_000)]
+
+
+@pytest.mark.parametrize("kind", ["random 12 bytes", "sequential longs", "short strings"])
+def test_the_key_filter_has_no_false_negatives_and_few_false_positives(spark, kind):
+    keys, absent = _key_sets(kind)
+    for first_capacity in (len(keys), 1024):  # one stage; stages added as it fills
         f = spark._jvm.io.ttlstate.spark.cache.KeyFilter(first_capacity)
         for k in keys:
             f.add(bytearray(k))

@@ -103,8 +103,9 @@ public final class CachedVersionView {
         if (atVersion != version || closed) {
             return null;
         }
+        long h64 = KeyBytes.hash64(key); // one hash for the index and the filter
         if (values.size() > 0) {
-            int hash = SlabCache.hashOf(key);
+            int hash = SlabCache.indexHash(h64);
             int slot = values.find(key, hash);
             if (slot >= 0) {
                 long expiresAt = values.expiresAt(slot);
@@ -117,7 +118,7 @@ public final class CachedVersionView {
                 return null;
             }
         }
-        if (complete || (filter != null && !filter.mightContain(key))) {
+        if (complete || (filter != null && !filter.mightContainHash(h64))) {
             return ABSENT;
         }
         return null;
@@ -127,14 +128,20 @@ public final class CachedVersionView {
     public enum Presence { PRESENT, ABSENT, UNKNOWN }
 
     /** Whether {@code key} is stored at {@code version} (expired or not), as far as the view knows. */
-    public synchronized Presence presence(byte[] key, long atVersion) {
+    public Presence presence(byte[] key, long atVersion) {
+        return presence(new KeyBytes(key), atVersion);
+    }
+
+    /** {@link #presence(byte[], long)} of a key already hashed. */
+    public synchronized Presence presence(KeyBytes key, long atVersion) {
         if (atVersion != version || closed) {
             return Presence.UNKNOWN;
         }
-        if (values.size() > 0 && values.find(key, SlabCache.hashOf(key)) >= 0) {
+        long h64 = key.hash64();
+        if (values.size() > 0 && values.find(key.bytes, key.hashCode()) >= 0) {
             return Presence.PRESENT;
         }
-        if (complete || (filter != null && !filter.mightContain(key))) {
+        if (complete || (filter != null && !filter.mightContainHash(h64))) {
             return Presence.ABSENT;
         }
         return Presence.UNKNOWN;
@@ -188,7 +195,7 @@ public final class CachedVersionView {
                 } else {
                     insert(key, w.getKey().hashCode(), w.getValue(), expiresAt);
                     if (filter != null) {
-                        filter.add(key);
+                        filter.addHash(w.getKey().hash64());
                     }
                 }
             }
@@ -204,19 +211,19 @@ public final class CachedVersionView {
      * and the transaction's commit only moves it to the next version ({@link #advance}).
      * {@code value} null: a removal.
      */
-    public void written(byte[] key, byte[] value, long expiresAt, long atVersion) {
+    public void written(KeyBytes key, byte[] value, long expiresAt, long atVersion) {
         synchronized (this) {
             if (atVersion != version || closed) {
                 return;
             }
-            int hash = SlabCache.hashOf(key);
+            int hash = key.hashCode();
             if (value == null) {
-                values.remove(key, hash);
+                values.remove(key.bytes, hash);
                 return;
             }
-            insert(key, hash, value, expiresAt);
+            insert(key.bytes, hash, value, expiresAt);
             if (filter != null) {
-                filter.add(key);
+                filter.addHash(key.hash64());
             }
         }
         reclaimShare();

@@ -2,6 +2,8 @@ package io.ttlstate.spark.cache;
 
 import java.util.Arrays;
 
+import org.apache.spark.unsafe.Platform;
+
 /**
  * Key bytes as a hash-map key, with a well-mixed hash. {@code Arrays.hashCode} and
  * {@code ByteBuffer.hashCode} are polynomial hashes that map keys differing only in their
@@ -10,19 +12,41 @@ import java.util.Arrays;
  */
 public class KeyBytes {
     public final byte[] bytes;
-    private final int hash;
+    private final long hash64; // kept whole for the key filter (no bigger an object than an int's)
 
     public KeyBytes(byte[] bytes) {
         this.bytes = bytes;
-        this.hash = (int) (hash64(bytes) >>> 32);
+        this.hash64 = hash64(bytes);
     }
 
-    /** 64-bit FNV-1a with murmur3's finaliser: fast and well mixed (also the key filter's hash). */
+    /** {@link #hash64(byte[])} of {@link #bytes}. */
+    public final long hash64() {
+        return hash64;
+    }
+
+    private static final long M1 = 0x9e3779b97f4a7c15L;
+    private static final long M2 = 0xc2b2ae3d27d4eb4fL;
+
+    /**
+     * A 64-bit hash of {@code key} read eight bytes at a time (each word multiplied, folded in
+     * and rotated, as in xxHash's rounds), with murmur3's finaliser: every bit of the key
+     * reaches every bit of the hash. Also the key filter's and the cache index's hash; it lives
+     * only in this JVM's memory. Byte-at-a-time FNV-1a, its predecessor, cost a chain of 16
+     * dependent multiplies for a key of one long, computed up to three times per read.
+     */
     static long hash64(byte[] key) {
-        long h = 0xcbf29ce484222325L;
-        for (byte b : key) {
-            h ^= b & 0xff;
-            h *= 0x100000001b3L;
+        int n = key.length;
+        long h = M2 ^ (n * M1);
+        int i = 0;
+        for (; i + 8 <= n; i += 8) {
+            h = Long.rotateLeft(h ^ (Platform.getLong(key, Platform.BYTE_ARRAY_OFFSET + i) * M1), 31) * M2;
+        }
+        if (i < n) {
+            long tail = 0;
+            for (int shift = 0; i < n; i++, shift += 8) {
+                tail |= (key[i] & 0xffL) << shift;
+            }
+            h = Long.rotateLeft(h ^ (tail * M1), 31) * M2;
         }
         h ^= h >>> 33;
         h *= 0xff51afd7ed558ccdL;
@@ -39,6 +63,6 @@ public class KeyBytes {
 
     @Override
     public final int hashCode() {
-        return hash;
+        return (int) (hash64 >>> 32);
     }
 }

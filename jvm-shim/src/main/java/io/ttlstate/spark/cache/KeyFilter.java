@@ -23,7 +23,11 @@ public final class KeyFilter {
     }
 
     public void add(byte[] key) {
-        long h = KeyBytes.hash64(key);
+        addHash(KeyBytes.hash64(key));
+    }
+
+    /** {@link #add} of the key whose {@link KeyBytes#hash64} is {@code h}. */
+    void addHash(long h) {
         if (stages.get(stages.size() - 1).contains(h)) {
             return; // already (or seemingly) present: no need to fill the stage
         }
@@ -37,7 +41,11 @@ public final class KeyFilter {
     }
 
     public boolean mightContain(byte[] key) {
-        long h = KeyBytes.hash64(key);
+        return mightContainHash(KeyBytes.hash64(key));
+    }
+
+    /** {@link #mightContain} of the key whose {@link KeyBytes#hash64} is {@code h}. */
+    boolean mightContainHash(long h) {
         for (int i = stages.size() - 1; i >= 0; i--) {
             if (stages.get(i).contains(h)) {
                 return true;

@@ -146,7 +146,12 @@ final class SlabCache {
 
     /** The hash the index uses for {@code key}. */
     static int hashOf(byte[] key) {
-        return (int) (KeyBytes.hash64(key) >>> 32);
+        return indexHash(KeyBytes.hash64(key));
+    }
+
+    /** {@link #hashOf} from the key's {@link KeyBytes#hash64}. */
+    static int indexHash(long hash64) {
+        return (int) (hash64 >>> 32);
     }
 
     /** A copy of the value at {@code slot}. */

@@ -116,29 +116,31 @@ final class RemoteTxn {
     }
 
     void put(byte[] key, byte[] value) {
+        KeyBytes k = new KeyBytes(key); // hashed once for this transaction's maps
         int kind = Op.RECORD_PUT;
-        CachedVersionView.Presence p = presence(key);
+        CachedVersionView.Presence p = presence(k);
         if (p == CachedVersionView.Presence.PRESENT) {
             kind = Op.RECORD_PUT_OVER;
         } else if (p == CachedVersionView.Presence.ABSENT) {
             kind = Op.RECORD_PUT_NEW;
         }
         batch().u8(kind).bytes(key).bytes(value);
-        buffered(key, value);
+        buffered(k, value);
     }
 
     void remove(byte[] key) {
-        CachedVersionView.Presence p = presence(key);
+        KeyBytes k = new KeyBytes(key);
+        CachedVersionView.Presence p = presence(k);
         if (p == CachedVersionView.Presence.ABSENT) {
-            written.put(new KeyBytes(key), TOMBSTONE); // nothing to remove: the worker need not know
-            noteWrittenWhileAhead(key);
+            written.put(k, TOMBSTONE); // nothing to remove: the worker need not know
+            noteWrittenWhileAhead(k);
             if (direct && view != null) {
-                view.written(key, null, writeExpiry, version);
+                view.written(k, null, writeExpiry, version);
             }
             return;
         }
         batch().u8(p == CachedVersionView.Presence.PRESENT ? Op.RECORD_REMOVE_PRESENT : Op.RECORD_REMOVE).bytes(key);
-        buffered(key, TOMBSTONE);
+        buffered(k, TOMBSTONE);
     }
 
     /**
@@ -149,15 +151,14 @@ final class RemoteTxn {
      * qualifies; a transaction writing into the database changes the view as it writes, so any
      * write whose key is not in the unsent batch qualifies.
      */
-    private CachedVersionView.Presence presence(byte[] key) {
+    private CachedVersionView.Presence presence(KeyBytes k) {
         if (settings.ttlMs != 0 || readOnly) {
             return CachedVersionView.Presence.UNKNOWN;
         }
-        KeyBytes k = new KeyBytes(key);
         if (written.containsKey(k)) {
             return CachedVersionView.Presence.UNKNOWN;
         }
-        CachedVersionView.Presence p = view == null ? CachedVersionView.Presence.UNKNOWN : view.presence(key, version);
+        CachedVersionView.Presence p = view == null ? CachedVersionView.Presence.UNKNOWN : view.presence(k, version);
         if (p == CachedVersionView.Presence.UNKNOWN && answered != null) {
             Boolean found = answered.get(k);
             if (found != null) {
@@ -168,12 +169,12 @@ final class RemoteTxn {
     }
 
     /** Records a write just appended to the batch; sends the batch once it is big enough. */
-    private void buffered(byte[] key, byte[] writtenValue) {
+    private void buffered(KeyBytes k, byte[] writtenValue) {
         batchCount++;
-        written.put(new KeyBytes(key), writtenValue);
-        noteWrittenWhileAhead(key);
+        written.put(k, writtenValue);
+        noteWrittenWhileAhead(k);
         if (direct && view != null) {
-            view.written(key, writtenValue == TOMBSTONE ? null : writtenValue, writeExpiry, version);
+            view.written(k, writtenValue == TOMBSTONE ? null : writtenValue, writeExpiry, version);
         }
         if (batch.size() >= settings.writeBatchBytes) {
             flush();
@@ -210,7 +211,7 @@ final class RemoteTxn {
 
     /** {@link #answerHere}; without {@code count}, a miss is not counted (the caller asks again). */
     private boolean answerHere(byte[] key, byte[][] out, int i, boolean count) {
-        byte[] v = written.get(new KeyBytes(key));
+        byte[] v = written.isEmpty() ? null : written.get(new KeyBytes(key));
         if (v != null) {
             answeredHere();
             out[i] = v == TOMBSTONE ? null : v;
@@ -413,9 +414,9 @@ final class RemoteTxn {
         readAnswers(conn.await(p), keys, keys.length, skip);
     }
 
-    private void noteWrittenWhileAhead(byte[] key) {
+    private void noteWrittenWhileAhead(KeyBytes key) {
         if (writtenWhileAhead != null) {
-            writtenWhileAhead.add(new KeyBytes(key));
+            writtenWhileAhead.add(key);
         }
     }
 
