@@ -22,6 +22,12 @@ def machine() -> str:
             f"{os.cpu_count()} cores, Python {platform.python_version()}, 1-minute load average {load}")
 
 
+def knobs(*names: str) -> str:
+    """The benchmark knobs (environment variables) among `names` this run set, as a command
+    prefix ("" if none): a report says how it was narrowed."""
+    return "".join(f"{n}={os.environ[n]} " for n in names if os.environ.get(n))
+
+
 def fmt(v, digits=0) -> str:
     if v is None:
         return "–"

@@ -118,8 +118,8 @@ def _memory(r: dict) -> int:
 
 def write_report() -> None:
     out = [f"# ttlstate vs Spark's state store providers: queries\n",
-           f"Command: `make bench` (this part: `python -m pytest benchmarks/test_query_comparison.py "
-           f"--benchmark-only -s`). {report.machine()}.\n",
+           f"Command: `make bench` (this part: `{report.knobs('BENCH_WORKLOADS', 'BENCH_VARIANTS', 'BENCH_ROUNDS', 'BENCH_BATCHES', 'BENCH_SCALE')}"
+           f"python -m pytest benchmarks/test_query_comparison.py --benchmark-only -s`). {report.machine()}.\n",
            f"Every run: `local[2]`, 4 shuffle partitions, driver memory {runner.DRIVER_MEMORY}, its own "
            f"process and JVM, {workloads.BATCHES} batches of one generated JSON file each "
            f"(`maxFilesPerTrigger=1`, `Trigger.AvailableNow`, scale {workloads.SCALE:g}), `noop` sink. "

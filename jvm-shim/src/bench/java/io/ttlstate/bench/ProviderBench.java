@@ -41,10 +41,14 @@ public final class ProviderBench {
     private ProviderBench() {}
 
     /**
-     * Runs every operation on {@code providerClass} with {@code keys} keys under {@code root};
-     * {@code confs} are SQL confs ({@code k=v} lines). Returns {@code name=nanosPerOp} lines.
+     * Runs every operation on {@code providerClass} with {@code keys} keys under {@code root}:
+     * {@code warmups} passes whose times are dropped (the JIT compiles both the provider's and
+     * Spark's code paths in them), then {@code passes} timed passes, each on fresh providers and
+     * directories. {@code confs} are SQL confs ({@code k=v} lines). Returns {@code
+     * name=nanosPerOp} lines, each the median over the timed passes.
      */
-    public static String run(String providerClass, String root, int keys, String confs, Configuration hadoop) {
+    public static String run(String providerClass, String root, int keys, String confs, Configuration hadoop,
+                             int warmups, int passes) {
         SQLConf sql = new SQLConf();
         for (String line : confs.split("\n")) {
             int eq = line.indexOf('=');
@@ -53,6 +57,22 @@ public final class ProviderBench {
             }
         }
         StateStoreConf conf = StateStoreConf.apply(sql);
+        for (int w = 0; w < warmups; w++) {
+            pass(providerClass, root + "/warmup-" + w, keys, conf, hadoop);
+        }
+        Map<String, List<Long>> timed = new LinkedHashMap<>();
+        for (int i = 0; i < Math.max(1, passes); i++) {
+            pass(providerClass, root + "/pass-" + i, keys, conf, hadoop)
+                    .forEach((op, ns) -> timed.computeIfAbsent(op, k -> new ArrayList<>()).add(Math.round(ns)));
+        }
+        StringBuilder sb = new StringBuilder();
+        timed.forEach((op, ns) -> sb.append(op).append('=').append(median(ns)).append('\n'));
+        return sb.toString();
+    }
+
+    /** One pass of every operation on fresh providers under {@code root}: nanoseconds per operation. */
+    private static Map<String, Double> pass(String providerClass, String root, int keys, StateStoreConf conf,
+                                            Configuration hadoop) {
         Map<String, Double> out = new LinkedHashMap<>();
         Random rnd = new Random(7);
         long[] order = shuffled(keys, rnd);
@@ -146,9 +166,7 @@ public final class ProviderBench {
         s.abort();
         pp.close();
 
-        StringBuilder sb = new StringBuilder();
-        out.forEach((k, v) -> sb.append(k).append('=').append(v).append('\n'));
-        return sb.toString();
+        return out;
     }
 
     private static StateStoreProvider provider(String cls, String root, StructType keySchema, KeyStateEncoderSpec spec,
