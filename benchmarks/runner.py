@@ -6,7 +6,8 @@ Measured:
   for every provider alike): input rows / sum of their `triggerExecution` times;
 - median batch time (`triggerExecution`) and median commit time (the state operators'
   `commitTimeMs`, summed over operators; each is Spark's sum over the batch's tasks) over
-  batches 1..N;
+  batches 1..N, and each batch's time and state rows (`numRowsTotal`), to show how batch
+  time grows with the state;
 - checkpoint bytes: every file under `<checkpoint>/state` at the end (`.crc` included);
 - peak memory, sampled every 0.25 s: RSS of the driver JVM (driver and executor share it in
   local mode), and the PSS of all ttlstate Python processes together (the store service and
@@ -135,6 +136,9 @@ def summarize(progress: list[dict]) -> dict:
         "rows": sum(p["numInputRows"] for p in progress),
         "rows_per_s": rows / (ms / 1000.0) if ms else None,
         "median_batch_ms": _median([p["durationMs"]["triggerExecution"] for p in steady]),
+        # per batch (batch 0 first): how batch time grows with the state
+        "batch_ms": [p["durationMs"]["triggerExecution"] for p in progress],
+        "batch_state_rows": [sum(o.get("numRowsTotal", 0) for o in p.get("stateOperators", [])) for p in progress],
         "median_commit_ms": _median([sum(o.get("commitTimeMs", 0) for o in os_) for os_ in ops]),
         "state_rows": sum(o.get("numRowsTotal", 0) for o in last_ops),
         "custom": custom,

@@ -112,6 +112,17 @@ def _median_run(runs: list[dict]) -> dict | None:
     return sorted(runs, key=lambda r: r["rows_per_s"])[len(runs) // 2] if runs else None
 
 
+def _growth(label: str, run: dict | None) -> str | None:
+    """`label: early -> late ms (rows -> rows)` over a run's batches 1..N, or None (no per-batch times)."""
+    if not run or len(run.get("batch_ms", [])) < 3:
+        return None
+    ms, rows = run["batch_ms"][1:], run["batch_state_rows"][1:]
+    q = max(1, len(ms) // 4)
+    early, late = statistics.median(ms[:q]), statistics.median(ms[-q:])
+    return (f"{label} {early:,.0f} -> {late:,.0f} ms ({late / early:.2f}x; state rows "
+            f"{rows[q - 1]:,} -> {rows[-1]:,})")
+
+
 def _memory(r: dict) -> int:
     return r["peak_jvm_rss"] + r["peak_python_pss"]
 
@@ -164,6 +175,11 @@ def write_report() -> None:
                                  "median commit ms", "checkpoint MiB", "peak JVM RSS MiB",
                                  "peak ttlstate Python PSS MiB", "JVM + Python MiB", "CPU s, JVM + Python",
                                  "state rows at end", "runs"], rows) + "\n")
+        growth = [g for g in (_growth(runner.VARIANTS[v][0], _median_run(_ok(workload, v))) for v in SELECTED_VARIANTS) if g]
+        if growth:
+            out.append("Batch time as the state grows (each provider's median run; median batch ms of the first "
+                       "and the last quarter of batches 1..N, and the state rows at their ends): "
+                       + "; ".join(growth) + ".\n")
         rep = _median_run(base)
         if rep:
             c = rep["custom"]
