@@ -119,7 +119,8 @@ def _growth(label: str, run: dict | None) -> str | None:
     ms, rows = run["batch_ms"][1:], run["batch_state_rows"][1:]
     q = max(1, len(ms) // 4)
     early, late = statistics.median(ms[:q]), statistics.median(ms[-q:])
-    return (f"{label} {early:,.0f} -> {late:,.0f} ms ({late / early:.2f}x; state rows "
+    growth = f"{late / early:.2f}x" if early else "–"
+    return (f"{label} {early:,.0f} -> {late:,.0f} ms ({growth}; state rows "
             f"{rows[q - 1]:,} -> {rows[-1]:,})")
 
 
