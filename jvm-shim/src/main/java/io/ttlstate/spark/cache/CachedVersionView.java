@@ -137,11 +137,10 @@ public final class CachedVersionView {
         if (atVersion != version || closed) {
             return Presence.UNKNOWN;
         }
-        long h64 = key.hash64();
         if (values.size() > 0 && values.find(key.bytes, key.hashCode()) >= 0) {
             return Presence.PRESENT;
         }
-        if (complete || (filter != null && !filter.mightContainHash(h64))) {
+        if (complete || (filter != null && !filter.mightContainHash(key.hash64()))) {
             return Presence.ABSENT;
         }
         return Presence.UNKNOWN;

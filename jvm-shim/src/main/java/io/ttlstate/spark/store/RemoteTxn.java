@@ -211,7 +211,7 @@ final class RemoteTxn {
 
     /** {@link #answerHere}; without {@code count}, a miss is not counted (the caller asks again). */
     private boolean answerHere(byte[] key, byte[][] out, int i, boolean count) {
-        byte[] v = written.isEmpty() ? null : written.get(new KeyBytes(key));
+        byte[] v = ownWrite(key);
         if (v != null) {
             answeredHere();
             out[i] = v == TOMBSTONE ? null : v;
@@ -309,9 +309,14 @@ final class RemoteTxn {
         return out;
     }
 
+    /** This transaction's write of {@code key} ({@link #TOMBSTONE} for a removal), or null. */
+    private byte[] ownWrite(byte[] key) {
+        return written.isEmpty() ? null : written.get(new KeyBytes(key));
+    }
+
     /** {@link #answerHere} without its side effects (metrics, accesses, refresh on read). */
     private boolean knownHere(byte[] key, byte[][] out, int i) {
-        byte[] v = written.get(new KeyBytes(key));
+        byte[] v = ownWrite(key);
         if (v != null) {
             out[i] = v == TOMBSTONE ? null : v;
             return true;
