@@ -295,6 +295,73 @@ def test_ttl_stores_iterate_through_the_worker(js, tmp_path):
     assert js.custom_metrics(s)["ttlstateResidentScans"] == 0
 
 
+def _scan(js, store, k1) -> list:
+    """A prefix scan's ((key1, key2), value) pairs, sorted (Spark requires no order of a prefix scan)."""
+    it = store.prefixScan(js.prefix(k1), "default")
+    out = []
+    while it.hasNext():
+        pair = it.next()
+        out.append((js.decode_key(pair.key()), js.decode_value(pair.value())))
+    assert len(set(k for k, _ in out)) == len(out), out  # no key twice
+    return sorted(out)
+
+
+_GROUPS = {"a": list(range(0, 1_400, 7)), "bb": [3, 1, 256, 65536, 2], "c" * 40: list(range(5))}
+_SCANNED = [*_GROUPS, "new", "nope"]
+
+
+@pytest.mark.parametrize("beside", [False, True], ids=["direct", "beside-a-reader"])
+def test_a_prefix_scan_of_a_version_the_view_holds_entirely_needs_no_worker(js, tmp_path, beside):
+    """Session windows scan each key's sessions twice a batch: from a complete view they cost
+    no round trip, and answer what the worker answers, own writes included."""
+    tiny = {PREFIX + "cache.maxBytes": "4096"}  # the view loses values: the worker answers
+    confs = {"whole": js.store_conf(), "off": js.store_conf(**{PREFIX + "cache.maxBytes": "0"}),
+             "tiny": js.store_conf(**tiny)}
+    answers, metrics = {}, {}
+    for name, conf in confs.items():
+        root = new_root(tmp_path / name)
+        p = js.provider(root, prefix_cols=1, conf=conf)
+        s = js.get_store(p, 0)
+        for k1, k2s in _GROUPS.items():
+            for k2 in k2s:
+                js.put(s, k1, k2, k2)
+        assert s.commit() == 1
+        read = p.getReadStore(1, js.none) if beside else None  # the writer then overlays its writes
+        s = js.get_store(p, 1)
+        js.put(s, "a", 1000, 1)
+        js.put(s, "bb", 256, -1)
+        js.remove(s, "bb", 3)
+        js.put(s, "new", 7, 7)
+        before = js.custom_metrics(s)["ttlstateRoundTrips"]
+        answers[name, "open"] = [_scan(js, s, k1) for k1 in _SCANNED]
+        metrics[name] = js.custom_metrics(s), before
+        if read is not None:
+            answers[name, "reader"] = [_scan(js, read, k1) for k1 in _SCANNED]
+            read.abort()
+        assert s.commit() == 2
+        s = js.get_store(p, 2)
+        answers[name, "committed"] = [_scan(js, s, k1) for k1 in _SCANNED]
+        s.abort()
+    expected = dict(_GROUPS) | {"new": [7], "nope": []}
+    expected["a"] = expected["a"] + [1000]
+    expected["bb"] = [1, 256, 65536, 2]
+    for name in confs:
+        got = answers[name, "open"]
+        assert [[k2 for (_, k2), _ in pairs] for pairs in got] == [sorted(expected[k]) for k in _SCANNED]
+        assert all(v == (-1 if k2 == 256 else 1 if k2 == 1000 else k2) for pairs in got for (_, k2), v in pairs)
+        assert answers[name, "committed"] == got
+    for key in answers:  # the same entries, whoever answered
+        assert answers[key] == answers[("off",) + key[1:]], key
+    if beside:  # the reader sees the committed version without the writer's writes
+        assert [[k2 for (_, k2), _ in pairs] for pairs in answers["off", "reader"]] == \
+            [sorted(_GROUPS.get(k1, [])) for k1 in _SCANNED]
+    m, before = metrics["whole"]
+    assert m["ttlstateResidentScans"] == len(_SCANNED), m
+    assert m["ttlstateRoundTrips"] - before <= 1, m  # the metrics' STATS only
+    for name in ("off", "tiny"):
+        assert metrics[name][0]["ttlstateResidentScans"] == 0, (name, metrics[name])
+
+
 @pytest.mark.parametrize("filter_on", ["true", "false"])
 def test_writes_after_reads_the_worker_answered_keep_the_key_count(js, tmp_path, filter_on):
     """With the cache off, a write's presence hint comes from the worker's answer to an

@@ -50,7 +50,7 @@ public final class CachedVersionView {
     private final long budgetBytes;
     private final Budget shared;
     private final boolean useFilter;
-    private final SlabCache values = new SlabCache();
+    private final SlabCache values;
     private long version = -1;
     /**
      * What this view counts in its budget: the memory its cache takes ({@link #settle}).
@@ -78,6 +78,15 @@ public final class CachedVersionView {
 
     /** A view with {@code budgetBytes} for the whole JVM (0: no cache) and, if asked, a filter. */
     public CachedVersionView(long budgetBytes, boolean useFilter) {
+        this(budgetBytes, useFilter, false);
+    }
+
+    /**
+     * {@code prefixedKeys}: the store's keys are {@link PrefixedKey}s, and a complete view serves
+     * prefix scans ({@link #withPrefixIfComplete}).
+     */
+    public CachedVersionView(long budgetBytes, boolean useFilter, boolean prefixedKeys) {
+        this.values = new SlabCache(prefixedKeys);
         this.budgetBytes = Math.max(0, budgetBytes);
         this.shared = BUDGETS.computeIfAbsent(this.budgetBytes, b -> new Budget());
         this.shared.views.add(this);
@@ -159,6 +168,18 @@ public final class CachedVersionView {
             return null;
         }
         return values.snapshot().chunkEntries(chunkEntries);
+    }
+
+    /**
+     * The entries of {@code atVersion} whose key starts with {@code prefix} (a whole prefix of
+     * a {@link PrefixedKey}), {keys, values} copied now in no particular order, if the view holds
+     * the whole version and its keys are prefixed; else null.
+     */
+    public synchronized byte[][][] withPrefixIfComplete(long atVersion, byte[] prefix) {
+        if (!complete || atVersion != version || closed || !values.byPrefix()) {
+            return null;
+        }
+        return values.withPrefix(prefix);
     }
 
     public synchronized boolean isComplete() {

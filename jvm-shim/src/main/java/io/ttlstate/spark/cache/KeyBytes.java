@@ -35,7 +35,11 @@ public class KeyBytes {
      * dependent multiplies for a key of one long, computed up to three times per read.
      */
     static long hash64(byte[] key) {
-        int n = key.length;
+        return hash64(key, key.length);
+    }
+
+    /** {@link #hash64(byte[])} of the first {@code n} bytes of {@code key}. */
+    static long hash64(byte[] key, int n) {
         long h = M2 ^ (n * M1);
         int i = 0;
         for (; i + 8 <= n; i += 8) {

@@ -21,12 +21,16 @@ import org.apache.spark.unsafe.Platform;
  * a store that rewrites its values would otherwise lose live ones for dead bytes). Because slabs
  * are immutable once written, a {@link Snapshot} reads them safely while the cache changes; a
  * slab the cache drops is freed once no snapshot reads it.
+ *
+ * <p>A cache of {@link PrefixedKey}s places each key by its prefix's hash and tells keys apart
+ * by their own hash (a fourth index array, {@code tags}): the keys of one prefix then lie in one
+ * probe run, and {@link #withPrefix} finds them all without looking at any other run (DESIGN 74).
  * Not thread-safe: {@link CachedVersionView} synchronises.
  */
 final class SlabCache {
     /** Entry layout in a slab: int hash, int key length, int value length, long expiresAt, key, value. */
     static final int HEADER = 20;
-    /** Index bytes per slot: hash, slab id, offset. */
+    /** Index bytes per slot: hash, slab id, offset (and a tag if keys are placed by prefix). */
     static final int SLOT_BYTES = 12;
     /** Slots used at most, as a fraction of the index (linear probing stays short below it). */
     private static final double LOAD = 0.6;
@@ -107,15 +111,32 @@ final class SlabCache {
     private long slabBytes;
 
     // The index: slot i is empty when offsets[i] == 0, else it names the entry at
-    // (slabIds[i], (offsets[i] & ~ACCESSED) - 1) whose hash is hashes[i].
+    // (slabIds[i], (offsets[i] & ~ACCESSED) - 1) whose home hash (the one its probe starts from,
+    // also in the entry's header) is hashes[i]; by prefix, the key's own hash is tags[i].
     private int[] hashes = new int[INITIAL_SLOTS];
     private int[] slabIds = new int[INITIAL_SLOTS];
     private int[] offsets = new int[INITIAL_SLOTS];
+    /** Null unless keys are placed by prefix. */
+    private int[] tags;
     private int size;
+
+    /** A cache of keys placed by their own hash. */
+    SlabCache() {
+        this(false);
+    }
+
+    /** {@code byPrefix}: the keys are {@link PrefixedKey}s, placed by their prefix's hash. */
+    SlabCache(boolean byPrefix) {
+        tags = byPrefix ? new int[INITIAL_SLOTS] : null;
+    }
+
+    boolean byPrefix() {
+        return tags != null;
+    }
 
     /** Bytes this cache holds beyond an empty one (its slabs, and the index's growth). */
     long memoryBytes() {
-        return slabBytes + (long) (hashes.length - INITIAL_SLOTS) * SLOT_BYTES;
+        return slabBytes + (long) (hashes.length - INITIAL_SLOTS) * (SLOT_BYTES + (tags == null ? 0 : 4));
     }
 
     /** Entries held. */
@@ -129,13 +150,18 @@ final class SlabCache {
 
     /** The slot of {@code key} (whose {@link #hashOf} is {@code hash}), or -1. */
     int find(byte[] key, int hash) {
+        return findAt(key, home(key, hash), hash);
+    }
+
+    /** {@link #find} of a key whose probe starts at {@code home}. */
+    private int findAt(byte[] key, int home, int hash) {
         int mask = hashes.length - 1;
-        for (int i = hash & mask; ; i = (i + 1) & mask) {
+        for (int i = home & mask; ; i = (i + 1) & mask) {
             int off = offsets[i];
             if (off == 0) {
                 return -1;
             }
-            if (hashes[i] == hash) {
+            if (hashes[i] == home && (tags == null || tags[i] == hash)) {
                 long at = slab(slabIds[i]).address + (off & ~ACCESSED) - 1;
                 if (Platform.getInt(null, at + 4) == key.length && keyEquals(at + HEADER, key)) {
                     return i;
@@ -152,6 +178,11 @@ final class SlabCache {
     /** {@link #hashOf} from the key's {@link KeyBytes#hash64}. */
     static int indexHash(long hash64) {
         return (int) (hash64 >>> 32);
+    }
+
+    /** The hash {@code key}'s probe starts from: its own, or by prefix its prefix's. */
+    private int home(byte[] key, int hash) {
+        return tags == null ? hash : indexHash(KeyBytes.hash64(key, PrefixedKey.prefixBytes(key)));
     }
 
     /** A copy of the value at {@code slot}. */
@@ -173,12 +204,13 @@ final class SlabCache {
 
     /** Maps {@code key} to {@code value} and {@code expiresAt}, replacing what it mapped to. */
     void put(byte[] key, int hash, byte[] value, long expiresAt) {
-        int slot = find(key, hash);
+        int home = home(key, hash);
+        int slot = findAt(key, home, hash);
         int entry = HEADER + key.length + value.length;
         Slab s = slabFor(entry);
         int o = s.fill;
         long at = s.address + o;
-        Platform.putInt(null, at, hash);
+        Platform.putInt(null, at, home);
         Platform.putInt(null, at + 4, key.length);
         Platform.putInt(null, at + 8, value.length);
         Platform.putLong(null, at + 12, expiresAt);
@@ -193,8 +225,11 @@ final class SlabCache {
             if (size + 1 > hashes.length * LOAD) {
                 resize(hashes.length * 2);
             }
-            slot = emptySlot(hash);
-            hashes[slot] = hash;
+            slot = emptySlot(home);
+            hashes[slot] = home;
+            if (tags != null) {
+                tags[slot] = hash;
+            }
             size++;
         }
         slabIds[slot] = s.id;
@@ -270,7 +305,41 @@ final class SlabCache {
         hashes = new int[INITIAL_SLOTS];
         slabIds = new int[INITIAL_SLOTS];
         offsets = new int[INITIAL_SLOTS];
+        tags = tags == null ? null : new int[INITIAL_SLOTS];
         size = 0;
+    }
+
+    /**
+     * Copies of the entries whose key starts with {@code prefix} ({keys, values}; a whole
+     * prefix of a {@link PrefixedKey}, as {@link PrefixedKey#prefixBytes} measures it), in the
+     * index's order. Only for a cache placed by prefix: they all lie in the probe run from the
+     * prefix's hash.
+     */
+    byte[][][] withPrefix(byte[] prefix) {
+        if (tags == null) {
+            throw new IllegalStateException("withPrefix on a cache not placed by prefix");
+        }
+        int home = indexHash(KeyBytes.hash64(prefix));
+        int mask = hashes.length - 1;
+        java.util.List<byte[]> keys = new java.util.ArrayList<>();
+        java.util.List<byte[]> values = new java.util.ArrayList<>();
+        for (int i = home & mask; offsets[i] != 0; i = (i + 1) & mask) {
+            if (hashes[i] != home) {
+                continue;
+            }
+            long at = slab(slabIds[i]).address + (offsets[i] & ~ACCESSED) - 1;
+            int keyLength = Platform.getInt(null, at + 4);
+            if (keyLength < prefix.length || !keyEquals(at + HEADER, prefix)) {
+                continue;
+            }
+            byte[] key = new byte[keyLength];
+            byte[] value = new byte[Platform.getInt(null, at + 8)];
+            Platform.copyMemory(null, at + HEADER, key, BYTES, keyLength);
+            Platform.copyMemory(null, at + HEADER + keyLength, value, BYTES, value.length);
+            keys.add(key);
+            values.add(value);
+        }
+        return new byte[][][] {keys.toArray(new byte[0][]), values.toArray(new byte[0][])};
     }
 
     /** Every entry as it is now; later changes to the cache do not show in it. */
@@ -457,6 +526,9 @@ final class SlabCache {
                 hashes[i] = hashes[j];
                 slabIds[i] = slabIds[j];
                 offsets[i] = offsets[j];
+                if (tags != null) {
+                    tags[i] = tags[j];
+                }
                 i = j;
             }
         }
@@ -468,15 +540,20 @@ final class SlabCache {
         int[] oldHashes = hashes;
         int[] oldIds = slabIds;
         int[] oldOffsets = offsets;
+        int[] oldTags = tags;
         hashes = new int[slots];
         slabIds = new int[slots];
         offsets = new int[slots];
+        tags = oldTags == null ? null : new int[slots];
         for (int k = 0; k < oldOffsets.length; k++) {
             if (oldOffsets[k] != 0) {
                 int i = emptySlot(oldHashes[k]);
                 hashes[i] = oldHashes[k];
                 slabIds[i] = oldIds[k];
                 offsets[i] = oldOffsets[k];
+                if (oldTags != null) {
+                    tags[i] = oldTags[k];
+                }
             }
         }
     }

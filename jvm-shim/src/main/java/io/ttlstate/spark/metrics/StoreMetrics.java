@@ -56,7 +56,7 @@ public final class StoreMetrics {
             "ttlstateFilterSkips", "ttlstate: reads of absent keys answered by the JVM's key filter");
     static final StateStoreCustomMetric RESIDENT_SCANS = new StateStoreCustomSumMetric(
             "ttlstateResidentScans",
-            "ttlstate: iterators served from the JVM's complete copy of the version, without the store worker");
+            "ttlstate: iterators and prefix scans served from the JVM's complete copy of the version, without the store worker");
     static final StateStoreCustomMetric PREFETCHED = new StateStoreCustomSumMetric(
             "ttlstatePrefetchedValues",
             "ttlstate: values read ahead of the operator's reads, one request per block (a join's eviction, a join's or an aggregation's input)");

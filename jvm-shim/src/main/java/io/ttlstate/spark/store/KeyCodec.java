@@ -3,6 +3,7 @@ package io.ttlstate.spark.store;
 import java.util.ArrayList;
 import java.util.List;
 
+import io.ttlstate.spark.cache.PrefixedKey;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
@@ -15,9 +16,8 @@ import org.apache.spark.unsafe.Platform;
  * Turns key rows into the bytes stored in the worker and back.
  *
  * <p>NoPrefix specs store the key row's bytes. For {@code PrefixKeyScanStateEncoderSpec(schema, n)}
- * the stored key is {@code [u32 big-endian length of prefix row][prefix row][full key row]},
- * the prefix row being an UnsafeProjection of the first n key columns, so a prefix scan is a
- * byte-prefix scan on {@code [u32 length][prefix row]}.
+ * the stored key is a {@link PrefixedKey}, the prefix row being an UnsafeProjection of the
+ * first n key columns, so a prefix scan is a byte-prefix scan on {@code [u32 length][prefix row]}.
  */
 final class KeyCodec {
     private final int numKeyFields;
@@ -60,19 +60,19 @@ final class KeyCodec {
         UnsafeRow prefix = prefixProjection.apply(key);
         int p = prefix.getSizeInBytes();
         int k = key.getSizeInBytes();
-        byte[] out = new byte[4 + p + k];
-        putIntBE(out, p);
-        prefix.writeToMemory(out, Platform.BYTE_ARRAY_OFFSET + 4);
-        key.writeToMemory(out, Platform.BYTE_ARRAY_OFFSET + 4 + p);
+        byte[] out = new byte[PrefixedKey.LENGTH_BYTES + p + k];
+        PrefixedKey.putPrefixRowBytes(out, p);
+        prefix.writeToMemory(out, Platform.BYTE_ARRAY_OFFSET + PrefixedKey.LENGTH_BYTES);
+        key.writeToMemory(out, Platform.BYTE_ARRAY_OFFSET + PrefixedKey.LENGTH_BYTES + p);
         return out;
     }
 
     /** The byte prefix shared by every stored key whose leading columns equal {@code prefixRow}. */
     byte[] encodePrefix(UnsafeRow prefixRow) {
         int p = prefixRow.getSizeInBytes();
-        byte[] out = new byte[4 + p];
-        putIntBE(out, p);
-        prefixRow.writeToMemory(out, Platform.BYTE_ARRAY_OFFSET + 4);
+        byte[] out = new byte[PrefixedKey.LENGTH_BYTES + p];
+        PrefixedKey.putPrefixRowBytes(out, p);
+        prefixRow.writeToMemory(out, Platform.BYTE_ARRAY_OFFSET + PrefixedKey.LENGTH_BYTES);
         return out;
     }
 
@@ -81,9 +81,7 @@ final class KeyCodec {
         if (numPrefixCols == 0) {
             row.pointTo(stored, stored.length);
         } else {
-            int p = ((stored[0] & 0xFF) << 24) | ((stored[1] & 0xFF) << 16)
-                    | ((stored[2] & 0xFF) << 8) | (stored[3] & 0xFF);
-            int off = 4 + p;
+            int off = PrefixedKey.LENGTH_BYTES + PrefixedKey.prefixRowBytes(stored);
             row.pointTo(stored, Platform.BYTE_ARRAY_OFFSET + off, stored.length - off);
         }
         return row;
@@ -91,12 +89,5 @@ final class KeyCodec {
 
     UnsafeRow newKeyRow() {
         return new UnsafeRow(numKeyFields);
-    }
-
-    private static void putIntBE(byte[] b, int v) {
-        b[0] = (byte) (v >>> 24);
-        b[1] = (byte) (v >>> 16);
-        b[2] = (byte) (v >>> 8);
-        b[3] = (byte) v;
     }
 }

@@ -355,7 +355,7 @@ public final class RemoteStore {
             throw new UncheckedIOException("Cannot set up the local checkpoint cache of " + this, e);
         }
         if (view == null) {
-            view = new CachedVersionView(settings.cacheMaxBytes, settings.keyFilter);
+            view = new CachedVersionView(settings.cacheMaxBytes, settings.keyFilter, numPrefixCols > 0);
         } else {
             view.reset(-1, -1);
         }
