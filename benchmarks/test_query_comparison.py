@@ -188,7 +188,7 @@ def write_report() -> None:
             note = (" Spark reports only the `keyWithIndexToValue` stores' custom metrics of a join, so the "
                     "lookups of `keyToNumValues` are missing here." if workload.startswith("join") else "")
             out.append(f"ttlstate over its median run: {report.fmt(c.get('ttlstateRoundTrips'))} round trips, "
-                       f"{report.fmt(c.get('ttlstateResidentScans'))} iterators served in the JVM, "
+                       f"{report.fmt(c.get('ttlstateResidentScans'))} scans served in the JVM, "
                        f"{report.fmt(c.get('ttlstatePrefetchedValues'))} join values read ahead; of "
                        f"{report.fmt(lookups)} reads of keys the transaction had not written, "
                        f"{report.fmt(c.get('ttlstateCacheHits'))} were answered by the value cache, "

@@ -171,6 +171,28 @@ def _window_start(spark, root: pathlib.Path, checkpoint: str):
     return _sink(df, checkpoint, "append")
 
 
+# -- session windows, append mode: a prefix scan per key, twice a batch -----------------
+
+SESSION_ROWS = _scaled(100_000)
+SESSION_KEYS = 20_000
+
+
+def _session_input(root: pathlib.Path) -> None:
+    rng = random.Random(6)
+    for b in range(BATCHES):
+        _write_lines(root / "in" / f"part-{b:03d}.json",
+                     ({"k": rng.randrange(SESSION_KEYS), "ts": T0 + 60 * b + rng.randrange(60)}
+                      for _ in range(SESSION_ROWS)))
+
+
+def _session_start(spark, root: pathlib.Path, checkpoint: str):
+    from pyspark.sql import functions as F
+    df = (_stream(spark, root / "in", "k LONG, ts LONG").withColumn("ts", F.col("ts").cast("timestamp"))
+          .withWatermark("ts", "1 minute")
+          .groupBy(F.session_window("ts", "20 seconds"), "k").count())
+    return _sink(df, checkpoint, "append")
+
+
 # -- scale: state far larger than the JVM's cache (issue 15) ------------------------------
 
 SCALE_DEDUP_BATCHES = 16
@@ -231,6 +253,9 @@ WORKLOADS = {w.name: w for w in (
     Workload("window", f"groupBy(window(ts, 1 min), k).count(), watermark 1 min, append: "
              f"{WINDOW_ROWS:,} rows per batch over {WINDOW_KEYS:,} keys", WINDOW_ROWS, _window_input,
              _window_start),
+    Workload("session", f"groupBy(session_window(ts, 20 s), k).count(), watermark 1 min, append: "
+             f"{SESSION_ROWS:,} rows per batch over {SESSION_KEYS:,} keys (a prefix scan of each key's "
+             "sessions to restore them and another to save them)", SESSION_ROWS, _session_input, _session_start),
 )}
 
 
