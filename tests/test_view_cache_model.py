@@ -7,6 +7,8 @@ and with one large enough that the view stays complete and iterations are served
 
 import random
 
+import pytest
+
 from jvm_state import JvmState, new_root
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
@@ -77,3 +79,56 @@ def _iterate(store):
     it = store.iterator("default")
     while it.hasNext():
         yield it.next()
+
+
+BIG = 600  # keys 0..599 share one prefix, far more than the cache's run holds (MAX_PREFIX_KEYS)
+
+
+def _grouped_key(i: int, groups: int) -> tuple[str, int]:
+    # prefix key1: the keys of a group share one probe run
+    return ("g", i) if i < BIG else ("g" * (2 + i % (groups - 1)), i)
+
+
+def _scan_all(js, s, groups: int) -> dict:
+    out = {}
+    for g in range(groups):
+        it = s.prefixScan(js.prefix("g" * (1 + g)), "default")
+        while it.hasNext():
+            pair = it.next()
+            k1, k2 = js.decode_key(pair.key())
+            assert len(k1) == 1 + g and k2 not in out, (g, k1, k2)
+            out[k2] = js.decode_value(pair.value())
+    return out
+
+
+@pytest.mark.parametrize("budget", ["40k", "128m"], ids=["freeing-slabs", "complete"])
+def test_keys_placed_by_prefix_answer_like_the_model(spark, tmp_path, budget):
+    """A prefixed store's cache places keys by their prefix (DESIGN 74): random puts, removes
+    and reads in groups of up to 30 keys (shared probe runs, removals inside them, index
+    growth) and one of hundreds (placed by their own hash past the run's limit), and every
+    group's prefix scan, version after version, against a dict."""
+    js = JvmState(spark, cache_dir=str(tmp_path / "cache"))
+    rng = random.Random(74)
+    keys, groups = 1500, 31
+    p = js.provider(new_root(tmp_path), prefix_cols=1, conf=js.store_conf(**{PREFIX + "cache.maxBytes": budget}))
+    model: dict = {}
+    for version in range(5):
+        s = js.get_store(p, version)
+        for _ in range(keys // 2):
+            i = rng.randrange(keys)
+            op = rng.random()
+            if op < 0.45:
+                model[i] = rng.randrange(1 << 31)
+                js.put(s, *_grouped_key(i, groups), model[i])
+            elif op < 0.65:
+                model.pop(i, None)
+                js.remove(s, *_grouped_key(i, groups))
+            else:
+                assert js.get(s, *_grouped_key(i, groups)) == model.get(i), (version, i)
+        assert _scan_all(js, s, groups) == model, version  # own writes, before the commit
+        assert s.commit() == version + 1
+    s = js.get_store(p, 5)
+    assert all(js.get(s, *_grouped_key(i, groups)) == model.get(i) for i in range(keys))
+    assert _scan_all(js, s, groups) == model
+    resident = js.custom_metrics(s)["ttlstateResidentScans"]
+    assert resident == (groups - 1 if budget == "128m" else 0), resident  # the big group: the worker
