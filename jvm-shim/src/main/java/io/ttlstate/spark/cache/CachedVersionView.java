@@ -34,8 +34,6 @@ import io.ttlstate.spark.ttl.TtlRule;
  * with it), so the first store loaded does not take the budget from the others. Thread-safe.
  */
 public final class CachedVersionView {
-    /** Heap bytes of one cached entry besides its key and value bytes. */
-    public static final int ENTRY_OVERHEAD = SlabCache.ENTRY_OVERHEAD;
     /** The answer "the filter says this version does not hold the key". */
     public static final Cached ABSENT = new Cached(new byte[0], 0);
 
@@ -181,6 +179,11 @@ public final class CachedVersionView {
             return null;
         }
         return values.withPrefix(prefix);
+    }
+
+    /** Bytes one cached entry takes besides its key and value bytes (header and index slot). */
+    public int entryOverhead() {
+        return values.entryOverhead();
     }
 
     public synchronized boolean isComplete() {

@@ -37,6 +37,8 @@ final class SlabCache {
     private static final double LOAD = 0.6;
     /** Bytes one entry takes besides its key and value: its header and its share of the index. */
     static final int ENTRY_OVERHEAD = HEADER + (int) Math.round(SLOT_BYTES / LOAD);
+    /** {@link #ENTRY_OVERHEAD} with a slot's tag, for a cache placed by prefix. */
+    static final int PREFIXED_ENTRY_OVERHEAD = HEADER + (int) Math.round((SLOT_BYTES + 4) / LOAD);
     /** The first slab's size; slabs double with the cache up to {@link #MAX_SLAB}. */
     static final int MIN_SLAB = 4 << 10;
     static final int MAX_SLAB = 256 << 10;
@@ -151,6 +153,11 @@ final class SlabCache {
 
     boolean byPrefix() {
         return tags != null;
+    }
+
+    /** Bytes one entry of this cache takes besides its key and value. */
+    int entryOverhead() {
+        return tags == null ? ENTRY_OVERHEAD : PREFIXED_ENTRY_OVERHEAD;
     }
 
     /** Bytes this cache holds beyond an empty one (its slabs, and the index's growth). */

@@ -72,7 +72,7 @@ final class CacheWarmUp {
                 byte[] value = r.bytes();
                 long expiresAt = r.i64();
                 filter.add(key);
-                if (view.hasRoomFor(key.length + value.length + CachedVersionView.ENTRY_OVERHEAD)) {
+                if (view.hasRoomFor(key.length + value.length + view.entryOverhead())) {
                     view.remember(key, value, expiresAt, version);
                 } else {
                     rememberedAll = false;
