@@ -149,48 +149,34 @@ def _join_start(spark, root: pathlib.Path, checkpoint: str):
     return _sink(df, checkpoint, "append")
 
 
-# -- windowed aggregation, append mode -------------------------------------------------
+# -- windowed counts, append mode: tumbling windows, and session windows (whose operator
+# scans each key's sessions by prefix twice a batch) -------------------------------------
 
 WINDOW_ROWS = _scaled(200_000)
 WINDOW_KEYS = 10_000
-
-
-def _window_input(root: pathlib.Path) -> None:
-    rng = random.Random(4)
-    for b in range(BATCHES):
-        _write_lines(root / "in" / f"part-{b:03d}.json",
-                     ({"k": rng.randrange(WINDOW_KEYS), "ts": T0 + 60 * b + rng.randrange(60)}
-                      for _ in range(WINDOW_ROWS)))
-
-
-def _window_start(spark, root: pathlib.Path, checkpoint: str):
-    from pyspark.sql import functions as F
-    df = (_stream(spark, root / "in", "k LONG, ts LONG").withColumn("ts", F.col("ts").cast("timestamp"))
-          .withWatermark("ts", "1 minute")
-          .groupBy(F.window("ts", "1 minute"), "k").count())
-    return _sink(df, checkpoint, "append")
-
-
-# -- session windows, append mode: a prefix scan per key, twice a batch -----------------
-
 SESSION_ROWS = _scaled(100_000)
 SESSION_KEYS = 20_000
 
 
-def _session_input(root: pathlib.Path) -> None:
-    rng = random.Random(6)
-    for b in range(BATCHES):
-        _write_lines(root / "in" / f"part-{b:03d}.json",
-                     ({"k": rng.randrange(SESSION_KEYS), "ts": T0 + 60 * b + rng.randrange(60)}
-                      for _ in range(SESSION_ROWS)))
+def _timed_keys_input(seed: int, rows: int, keys: int):
+    """Per batch `rows` rows {k, ts} over `keys` keys, in that batch's minute of event time."""
+    def write(root: pathlib.Path) -> None:
+        rng = random.Random(seed)
+        for b in range(BATCHES):
+            _write_lines(root / "in" / f"part-{b:03d}.json",
+                         ({"k": rng.randrange(keys), "ts": T0 + 60 * b + rng.randrange(60)} for _ in range(rows)))
+    return write
 
 
-def _session_start(spark, root: pathlib.Path, checkpoint: str):
-    from pyspark.sql import functions as F
-    df = (_stream(spark, root / "in", "k LONG, ts LONG").withColumn("ts", F.col("ts").cast("timestamp"))
-          .withWatermark("ts", "1 minute")
-          .groupBy(F.session_window("ts", "20 seconds"), "k").count())
-    return _sink(df, checkpoint, "append")
+def _windowed_count_start(window: Callable):
+    """groupBy(window(F), k).count() with a one-minute watermark, append mode."""
+    def start(spark, root: pathlib.Path, checkpoint: str):
+        from pyspark.sql import functions as F
+        df = (_stream(spark, root / "in", "k LONG, ts LONG").withColumn("ts", F.col("ts").cast("timestamp"))
+              .withWatermark("ts", "1 minute")
+              .groupBy(window(F), "k").count())
+        return _sink(df, checkpoint, "append")
+    return start
 
 
 # -- scale: state far larger than the JVM's cache (issue 15) ------------------------------
@@ -251,11 +237,13 @@ WORKLOADS = {w.name: w for w in (
              f"{6 * JOIN_LARGE_ROWS:,} keys, beyond the JVM's cache)", 2 * JOIN_LARGE_ROWS,
              _join_input(JOIN_LARGE_ROWS), _join_start),
     Workload("window", f"groupBy(window(ts, 1 min), k).count(), watermark 1 min, append: "
-             f"{WINDOW_ROWS:,} rows per batch over {WINDOW_KEYS:,} keys", WINDOW_ROWS, _window_input,
-             _window_start),
+             f"{WINDOW_ROWS:,} rows per batch over {WINDOW_KEYS:,} keys", WINDOW_ROWS,
+             _timed_keys_input(4, WINDOW_ROWS, WINDOW_KEYS), _windowed_count_start(lambda F: F.window("ts", "1 minute"))),
     Workload("session", f"groupBy(session_window(ts, 20 s), k).count(), watermark 1 min, append: "
              f"{SESSION_ROWS:,} rows per batch over {SESSION_KEYS:,} keys (a prefix scan of each key's "
-             "sessions to restore them and another to save them)", SESSION_ROWS, _session_input, _session_start),
+             "sessions to restore them and another to save them)", SESSION_ROWS,
+             _timed_keys_input(6, SESSION_ROWS, SESSION_KEYS),
+             _windowed_count_start(lambda F: F.session_window("ts", "20 seconds"))),
 )}
 
 

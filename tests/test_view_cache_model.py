@@ -18,20 +18,25 @@ def _key(i: int) -> tuple[str, int]:
     return ("k" * (1 + i % 37), i)  # keys of many lengths: entries of many sizes
 
 
+def _random_ops(js, s, rng, keys: int, model: dict, key=_key, removes: float = 0.15):
+    """keys // 2 random puts (45%), removes and reads of keys 0..keys-1, each read checked."""
+    for _ in range(keys // 2):
+        i = rng.randrange(keys)
+        op = rng.random()
+        if op < 0.45:
+            model[i] = rng.randrange(1 << 31)
+            js.put(s, *key(i), model[i])
+        elif op < 0.45 + removes:
+            model.pop(i, None)
+            js.remove(s, *key(i))
+        else:
+            assert js.get(s, *key(i)) == model.get(i), i
+
+
 def _run_versions(js, p, rng, versions: int, keys: int, model: dict):
     for version in range(versions):
         s = js.get_store(p, version)
-        for _ in range(keys // 2):
-            i = rng.randrange(keys)
-            op = rng.random()
-            if op < 0.45:
-                model[i] = rng.randrange(1 << 31)
-                js.put(s, *_key(i), model[i])
-            elif op < 0.6:
-                model.pop(i, None)
-                js.remove(s, *_key(i))
-            else:
-                assert js.get(s, *_key(i)) == model.get(i), (version, i)
+        _random_ops(js, s, rng, keys, model)
         assert s.commit() == version + 1
     return js.get_store(p, versions)
 
@@ -114,17 +119,7 @@ def test_keys_placed_by_prefix_answer_like_the_model(spark, tmp_path, budget):
     model: dict = {}
     for version in range(5):
         s = js.get_store(p, version)
-        for _ in range(keys // 2):
-            i = rng.randrange(keys)
-            op = rng.random()
-            if op < 0.45:
-                model[i] = rng.randrange(1 << 31)
-                js.put(s, *_grouped_key(i, groups), model[i])
-            elif op < 0.65:
-                model.pop(i, None)
-                js.remove(s, *_grouped_key(i, groups))
-            else:
-                assert js.get(s, *_grouped_key(i, groups)) == model.get(i), (version, i)
+        _random_ops(js, s, rng, keys, model, key=lambda i: _grouped_key(i, groups), removes=0.2)
         assert _scan_all(js, s, groups) == model, version  # own writes, before the commit
         assert s.commit() == version + 1
     s = js.get_store(p, 5)
