@@ -224,7 +224,7 @@ public final class CachedVersionView {
                 }
             }
             version = newVersion;
-            evictExpired(now);
+            tidyAfterCommit(now);
         }
         reclaimShare();
     }
@@ -262,21 +262,23 @@ public final class CachedVersionView {
             reset(-1, -1);
         } else {
             version = newVersion;
-            evictExpired(now);
+            tidyAfterCommit(now);
         }
     }
 
     /**
-     * Frees the oldest slabs while every value in them is expired at {@code now}: with TTL,
-     * keys that are never read or written again would otherwise stay until the budget pushes
-     * them out (they are never served: an expired value always goes to the worker).
+     * After a commit: frees the oldest slabs while every value in them is expired at {@code now}
+     * (with TTL, keys that are never read or written again would otherwise stay until the budget
+     * pushes them out; they are never served: an expired value always goes to the worker), then
+     * compacts slabs that hold more dead bytes than live ones ({@link SlabCache#compactIfMostlyDead}).
      */
-    private void evictExpired(long now) {
+    private void tidyAfterCommit(long now) {
         while (values.slabCount() > 0 && TtlRule.expired(values.oldestSlabExpiry(), now)) {
             if (values.dropOldest(false) > 0) {
                 complete = false; // the worker may still show them (ReturnExpiredIfNotCleanedUp)
             }
         }
+        values.compactIfMostlyDead();
         settle();
     }
 

@@ -320,12 +320,17 @@ final class SlabCache {
      * read since written do; the others are forgotten. Returns how many entries were forgotten.
      */
     int dropOldest(boolean secondChance) {
+        return dropOldest(secondChance, false);
+    }
+
+    /** {@link #dropOldest(boolean)}; {@code keepAll}: every live entry moves (if another slab exists). */
+    private int dropOldest(boolean secondChance, boolean keepAll) {
         if (slabCount == 0) {
             return 0;
         }
         Slab old = slab(oldestId);
         boolean canMove = secondChance && slabCount > 1;
-        boolean moveAll = canMove && old.live <= old.fill / 2;
+        boolean moveAll = canMove && (keepAll || old.live <= old.fill / 2);
         int dropped = 0;
         for (int o = 0; o < old.fill; ) {
             long at = old.address + o;
@@ -354,6 +359,30 @@ final class SlabCache {
         slabBytes -= old.capacity;
         old.drop();
         return dropped;
+    }
+
+    /**
+     * Once the slabs hold more dead bytes (of replaced or removed entries) than live ones, and
+     * more than a slab's worth, moves the live entries of every slab but the newest to the
+     * newest, freeing them; forgets nothing. Without it a store that rewrites a small state
+     * (a session window's sessions, every batch) kept its dead bytes until the budget pressed,
+     * the budget's whole size of native memory (DESIGN 75). The copying is at most the live
+     * bytes, once the dead ones outgrew them: amortised, a copy per byte written.
+     */
+    void compactIfMostlyDead() {
+        long live = 0;
+        long dead = 0;
+        for (int k = 0; k < slabCount; k++) {
+            Slab s = slab(oldestId + k);
+            live += s.live;
+            dead += s.fill - s.live;
+        }
+        if (slabCount < 2 || dead <= live || dead <= MAX_SLAB) {
+            return;
+        }
+        for (int n = slabCount - 1; n > 0 && slabCount > 1; n--) {
+            dropOldest(true, true);
+        }
     }
 
     /** Forgets everything and gives the memory back. */
