@@ -278,7 +278,9 @@ public final class CachedVersionView {
                 complete = false; // the worker may still show them (ReturnExpiredIfNotCleanedUp)
             }
         }
-        values.compactIfMostlyDead();
+        if (values.compactIfMostlyDead(now) > 0) {
+            complete = false; // expired values it forgot: the worker may still show them
+        }
         settle();
     }
 

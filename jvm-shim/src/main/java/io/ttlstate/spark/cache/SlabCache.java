@@ -4,6 +4,7 @@ import java.nio.ByteBuffer;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 
+import io.ttlstate.spark.ttl.TtlRule;
 import org.apache.spark.unsafe.Platform;
 
 /**
@@ -259,6 +260,8 @@ final class SlabCache {
 
     /** Maps {@code key} to {@code value} and {@code expiresAt}, replacing what it mapped to. */
     void put(byte[] key, int hash, byte[] value, long expiresAt) {
+        int entry = HEADER + key.length + value.length;
+        Slab s = slabFor(entry); // first: allocation may fail, and the index is untouched yet
         int slot = find(key, hash);
         int home;
         if (slot >= 0) {
@@ -281,8 +284,6 @@ final class SlabCache {
             }
             size++;
         }
-        int entry = HEADER + key.length + value.length;
-        Slab s = slabFor(entry);
         int o = s.fill;
         long at = s.address + o;
         Platform.putInt(null, at, home);
@@ -320,11 +321,14 @@ final class SlabCache {
      * read since written do; the others are forgotten. Returns how many entries were forgotten.
      */
     int dropOldest(boolean secondChance) {
-        return dropOldest(secondChance, false);
+        return dropOldest(secondChance, false, Long.MIN_VALUE);
     }
 
-    /** {@link #dropOldest(boolean)}; {@code keepAll}: every live entry moves (if another slab exists). */
-    private int dropOldest(boolean secondChance, boolean keepAll) {
+    /**
+     * {@link #dropOldest(boolean)}; {@code keepAll}: every live entry moves (if another slab
+     * exists) except those expired at {@code now}.
+     */
+    private int dropOldest(boolean secondChance, boolean keepAll, long now) {
         if (slabCount == 0) {
             return 0;
         }
@@ -338,7 +342,8 @@ final class SlabCache {
             int entry = HEADER + Platform.getInt(null, at + 4) + Platform.getInt(null, at + 8);
             int slot = slotOf(hash, old.id, o);
             if (slot >= 0) {
-                if (moveAll || (canMove && (offsets[slot] & ACCESSED) != 0)) {
+                boolean keep = moveAll || (canMove && (offsets[slot] & ACCESSED) != 0);
+                if (keep && (!keepAll || !TtlRule.expired(Platform.getLong(null, at + 12), now))) {
                     Slab s = slabFor(entry);
                     Platform.copyMemory(null, at, null, s.address + s.fill, entry);
                     s.maxExpiresAt = Math.max(s.maxExpiresAt, Platform.getLong(null, at + 12));
@@ -364,12 +369,13 @@ final class SlabCache {
     /**
      * Once the slabs hold more dead bytes (of replaced or removed entries) than live ones, and
      * more than a slab's worth, moves the live entries of every slab but the newest to the
-     * newest, freeing them; forgets nothing. Without it a store that rewrites a small state
+     * newest, freeing them; forgets only values expired at {@code now} (moving them would keep
+     * them from the expiry of whole slabs). Returns how many it forgot. Without it a store that rewrites a small state
      * (a session window's sessions, every batch) kept its dead bytes until the budget pressed,
      * the budget's whole size of native memory (DESIGN 75). The copying is at most the live
      * bytes, once the dead ones outgrew them: amortised, a copy per byte written.
      */
-    void compactIfMostlyDead() {
+    int compactIfMostlyDead(long now) {
         long live = 0;
         long dead = 0;
         for (int k = 0; k < slabCount; k++) {
@@ -378,11 +384,13 @@ final class SlabCache {
             dead += s.fill - s.live;
         }
         if (slabCount < 2 || dead <= live || dead <= MAX_SLAB) {
-            return;
+            return 0;
         }
-        for (int n = slabCount - 1; n > 0 && slabCount > 1; n--) {
-            dropOldest(true, true);
+        int forgotten = 0;
+        for (int n = slabCount - 1; n > 0; n--) {
+            forgotten += dropOldest(true, true, now);
         }
+        return forgotten;
     }
 
     /** Forgets everything and gives the memory back. */
