@@ -523,19 +523,24 @@ final class RemoteTxn {
      * Every entry this transaction sees whose key starts with {@code prefix} (all if empty),
      * served from the JVM when the view holds the whole version and the store has no TTL
      * (whose reads refresh, expire and count accesses in the worker); else null. A direct
-     * transaction's view already shows its writes; any other's writes overlay the view's
-     * snapshot. All entries: chunks of at most {@code chunkEntries} {keys, values}, copied out
-     * as walked ({@link CachedVersionView#entriesIfComplete}); a prefix's: one chunk, copied now
-     * ({@link #residentPrefix}).
+     * transaction's view already shows its writes; any other's writes (of the prefix) overlay
+     * the view's snapshot. All entries: chunks of at most {@code chunkEntries} {keys, values},
+     * copied out as walked ({@link CachedVersionView#entriesIfComplete}); a prefix's: one chunk
+     * copied now ({@link CachedVersionView#withPrefixIfComplete}), in the cache's order: Spark
+     * requires no order of a prefix scan (HDFSBackedStateStoreProvider's is a hash set's), and
+     * sorting a group of 100 keys cost more than finding and copying it (DESIGN 74).
      */
     private java.util.Iterator<byte[][][]> residentEntries(byte[] prefix) {
         if (view == null || settings.ttlMs != 0 || ended) {
             return null;
         }
-        if (prefix.length > 0) {
-            return residentPrefix(prefix);
+        java.util.Iterator<byte[][][]> entries;
+        if (prefix.length == 0) {
+            entries = view.entriesIfComplete(version, settings.iteratorChunkEntries);
+        } else {
+            byte[][][] held = view.withPrefixIfComplete(version, prefix);
+            entries = held == null ? null : java.util.Collections.singletonList(held).iterator();
         }
-        java.util.Iterator<byte[][][]> entries = view.entriesIfComplete(version, settings.iteratorChunkEntries);
         if (entries == null) {
             return null;
         }
@@ -548,7 +553,7 @@ final class RemoteTxn {
         java.util.List<byte[]> ownValues = new java.util.ArrayList<>();
         java.util.Set<KeyBytes> own = new java.util.HashSet<>(written.keySet());
         for (Map.Entry<KeyBytes, byte[]> w : written.entrySet()) {
-            if (w.getValue() != TOMBSTONE) {
+            if (w.getValue() != TOMBSTONE && startsWith(w.getKey().bytes, prefix)) {
                 ownKeys.add(w.getKey().bytes);
                 ownValues.add(w.getValue());
             }
@@ -579,39 +584,6 @@ final class RemoteTxn {
                         : new byte[][][] {java.util.Arrays.copyOf(chunk[0], n), java.util.Arrays.copyOf(chunk[1], n)};
             }
         };
-    }
-
-    /**
-     * A prefix scan the view serves ({@link CachedVersionView#withPrefixIfComplete}), with this
-     * transaction's writes of the prefix laid over it, in the cache's order: Spark requires no
-     * order of a prefix scan (HDFSBackedStateStoreProvider's is a hash set's), and sorting a
-     * group of 100 keys cost more than finding and copying it (DESIGN 74). Null if the view
-     * cannot serve it.
-     */
-    private java.util.Iterator<byte[][][]> residentPrefix(byte[] prefix) {
-        byte[][][] held = view.withPrefixIfComplete(version, prefix);
-        if (held == null) {
-            return null;
-        }
-        metrics.residentScans.incrementAndGet();
-        if (!direct && !written.isEmpty()) {
-            java.util.List<byte[]> keys = new java.util.ArrayList<>(held[0].length);
-            java.util.List<byte[]> values = new java.util.ArrayList<>(held[0].length);
-            for (int i = 0; i < held[0].length; i++) {
-                if (ownWrite(held[0][i]) == null) { // this transaction's own write follows
-                    keys.add(held[0][i]);
-                    values.add(held[1][i]);
-                }
-            }
-            for (Map.Entry<KeyBytes, byte[]> w : written.entrySet()) {
-                if (w.getValue() != TOMBSTONE && startsWith(w.getKey().bytes, prefix)) {
-                    keys.add(w.getKey().bytes);
-                    values.add(w.getValue());
-                }
-            }
-            held = new byte[][][] {keys.toArray(new byte[0][]), values.toArray(new byte[0][])};
-        }
-        return java.util.Collections.singletonList(held).iterator();
     }
 
     private static boolean startsWith(byte[] key, byte[] prefix) {
