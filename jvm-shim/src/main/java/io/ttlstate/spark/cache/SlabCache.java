@@ -209,6 +209,11 @@ final class SlabCache {
         return (overflowed[(home >>> 6) & OVERFLOW_MASK] & (1L << home)) != 0;
     }
 
+    /** Records that a key of the prefix whose hash is {@code home} is placed by its own hash. */
+    private void markOverflowed(int home) {
+        overflowed[(home >>> 6) & OVERFLOW_MASK] |= 1L << home;
+    }
+
     /** {@link #find} of a key whose probe starts at {@code home}. */
     private int findAt(byte[] key, int home, int hash) {
         int mask = hashes.length - 1;
@@ -218,7 +223,7 @@ final class SlabCache {
                 return -1;
             }
             if (hashes[i] == home && (tags == null || tags[i] == hash)) {
-                long at = slab(slabIds[i]).address + (off & ~ACCESSED) - 1;
+                long at = entryAt(i);
                 if (Platform.getInt(null, at + 4) == key.length && keyEquals(at + HEADER, key)) {
                     return i;
                 }
@@ -243,14 +248,30 @@ final class SlabCache {
 
     /** A copy of the value at {@code slot}. */
     byte[] value(int slot) {
-        long at = slab(slabIds[slot]).address + (offsets[slot] & ~ACCESSED) - 1;
+        return valueAt(entryAt(slot));
+    }
+
+    /** The address of the entry slot {@code slot} names. */
+    private long entryAt(int slot) {
+        return slab(slabIds[slot]).address + (offsets[slot] & ~ACCESSED) - 1;
+    }
+
+    /** A copy of the key of the entry at address {@code at}. */
+    private static byte[] keyAt(long at) {
+        byte[] key = new byte[Platform.getInt(null, at + 4)];
+        Platform.copyMemory(null, at + HEADER, key, BYTES, key.length);
+        return key;
+    }
+
+    /** A copy of the value of the entry at address {@code at}. */
+    private static byte[] valueAt(long at) {
         byte[] value = new byte[Platform.getInt(null, at + 8)];
         Platform.copyMemory(null, at + HEADER + Platform.getInt(null, at + 4), value, BYTES, value.length);
         return value;
     }
 
     long expiresAt(int slot) {
-        return Platform.getLong(null, slab(slabIds[slot]).address + (offsets[slot] & ~ACCESSED) - 1 + 12);
+        return Platform.getLong(null, entryAt(slot) + 12);
     }
 
     /** Marks the entry at {@code slot} as read (it survives the next {@link #dropOldest} of its slab). */
@@ -274,7 +295,7 @@ final class SlabCache {
             home = home(key, hash);
             slot = emptySlot(home);
             if (tags != null && crowded(home, slot)) {
-                overflowed[(home >>> 6) & OVERFLOW_MASK] |= 1L << home; // its scans go to the worker now
+                markOverflowed(home); // its scans go to the worker now
                 home = hash;
                 slot = emptySlot(home);
             }
@@ -430,17 +451,11 @@ final class SlabCache {
             if (hashes[i] != home) {
                 continue;
             }
-            long at = slab(slabIds[i]).address + (offsets[i] & ~ACCESSED) - 1;
-            int keyLength = Platform.getInt(null, at + 4);
-            if (keyLength < prefix.length || !keyEquals(at + HEADER, prefix)) {
-                continue;
+            long at = entryAt(i);
+            if (Platform.getInt(null, at + 4) >= prefix.length && keyEquals(at + HEADER, prefix)) {
+                keys.add(keyAt(at));
+                values.add(valueAt(at));
             }
-            byte[] key = new byte[keyLength];
-            byte[] value = new byte[Platform.getInt(null, at + 8)];
-            Platform.copyMemory(null, at + HEADER, key, BYTES, keyLength);
-            Platform.copyMemory(null, at + HEADER + keyLength, value, BYTES, value.length);
-            keys.add(key);
-            values.add(value);
         }
         return new byte[][][] {keys.toArray(new byte[0][]), values.toArray(new byte[0][])};
     }
@@ -518,12 +533,8 @@ final class SlabCache {
             byte[][] values = new byte[n][];
             for (int j = 0; j < n; j++, next++) {
                 long at = slabs[ids[next] - firstId].address + offs[next];
-                byte[] key = new byte[Platform.getInt(null, at + 4)];
-                byte[] value = new byte[Platform.getInt(null, at + 8)];
-                Platform.copyMemory(null, at + HEADER, key, BYTES, key.length);
-                Platform.copyMemory(null, at + HEADER + key.length, value, BYTES, value.length);
-                keys[j] = key;
-                values[j] = value;
+                keys[j] = keyAt(at);
+                values[j] = valueAt(at);
             }
             if (next == ids.length) {
                 unpinAll();
