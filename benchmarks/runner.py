@@ -7,7 +7,10 @@ Measured:
 - median batch time (`triggerExecution`) and median commit time (the state operators'
   `commitTimeMs`, summed over operators; each is Spark's sum over the batch's tasks) over
   batches 1..N, and each batch's time and state rows (`numRowsTotal`), to show how batch
-  time grows with the state;
+  time grows with the state; per batch also the state operators' phases (Spark's
+  `allUpdatesTimeMs`, `allRemovalsTimeMs`, `commitTimeMs`, summed over operators) and the CPU
+  seconds the JVM and ttlstate's processes used within it (from a sample every second), to
+  show which part grows;
 - checkpoint bytes: every file under `<checkpoint>/state` at the end (`.crc` included);
 - peak memory, sampled every 0.25 s: RSS of the driver JVM (driver and executor share it in
   local mode), and the PSS of all ttlstate Python processes together (the store service and
@@ -53,6 +56,8 @@ SUMMED_METRICS = ("ttlstateRoundTrips", "ttlstateResidentScans", "ttlstatePrefet
 class MemorySampler(threading.Thread):
     """Peak RSS of the driver JVM and peak summed PSS of the ttlstate processes."""
 
+    CPU_EVERY = 4  # periods between CPU samples
+
     def __init__(self, jvm_pid: int, period: float = 0.25):
         super().__init__(daemon=True)
         self.jvm = psutil.Process(jvm_pid)
@@ -60,6 +65,7 @@ class MemorySampler(threading.Thread):
         self.stop = threading.Event()
         self.peak_jvm = 0
         self.peak_python = 0
+        self.cpu_samples: list[tuple[float, float, float]] = []  # (epoch s, JVM CPU s, ttlstate CPU s)
 
     def cpu_seconds(self) -> tuple[float, float]:
         """CPU seconds (user + system) used so far by the JVM and by the ttlstate processes."""
@@ -83,8 +89,12 @@ class MemorySampler(threading.Thread):
                 continue
 
     def run(self):
+        tick = 0
         while not self.stop.is_set():
             try:
+                if tick % self.CPU_EVERY == 0:
+                    self.cpu_samples.append((time.time(), *self.cpu_seconds()))
+                tick += 1
                 self.peak_jvm = max(self.peak_jvm, self.jvm.memory_info().rss)
                 total = 0
                 for p in self._ttlstate_processes():
@@ -115,6 +125,40 @@ def _median(xs):
     return None if not n else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
 
 
+STATE_PHASES = (("updates", "allUpdatesTimeMs"), ("removals", "allRemovalsTimeMs"), ("commit", "commitTimeMs"))
+
+
+def _state_phases(p: dict) -> dict:
+    """One batch's state operator phases in ms, each summed over the query's operators."""
+    return {name: sum(int(o.get(field) or 0) for o in p.get("stateOperators", [])) for name, field in STATE_PHASES}
+
+
+def _cpu_at(samples: list[tuple[float, float, float]], t: float) -> tuple[float, float]:
+    """(JVM, ttlstate) CPU seconds used by time `t`, interpolated between the samples around it."""
+    if t <= samples[0][0]:
+        return samples[0][1], samples[0][2]
+    for (t0, j0, p0), (t1, j1, p1) in zip(samples, samples[1:]):
+        if t <= t1:
+            f = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+            return j0 + f * (j1 - j0), p0 + f * (p1 - p0)
+    return samples[-1][1], samples[-1][2]
+
+
+def batch_cpu(progress: list[dict], samples: list[tuple[float, float, float]]) -> list[list[float]]:
+    """Per batch, [JVM, ttlstate] CPU seconds used between its trigger's start and end."""
+    from datetime import datetime
+
+    if len(samples) < 2:
+        return []
+    out = []
+    for p in progress:
+        t0 = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+        t1 = t0 + p["durationMs"]["triggerExecution"] / 1000.0
+        (j0, p0), (j1, p1) = _cpu_at(samples, t0), _cpu_at(samples, t1)
+        out.append([round(j1 - j0, 2), round(p1 - p0, 2)])
+    return out
+
+
 def summarize(progress: list[dict]) -> dict:
     steady = progress[1:] or progress
     rows = sum(p["numInputRows"] for p in steady)
@@ -139,6 +183,7 @@ def summarize(progress: list[dict]) -> dict:
         # per batch (batch 0 first): how batch time grows with the state
         "batch_ms": [p["durationMs"]["triggerExecution"] for p in progress],
         "batch_state_rows": [sum(o.get("numRowsTotal", 0) for o in p.get("stateOperators", [])) for p in progress],
+        "batch_state_phases_ms": [_state_phases(p) for p in progress],
         "median_commit_ms": _median([sum(o.get("commitTimeMs", 0) for o in os_) for os_ in ops]),
         "state_rows": sum(o.get("numRowsTotal", 0) for o in last_ops),
         "custom": custom,
@@ -182,6 +227,7 @@ def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Pat
     cpu = sampler.cpu_seconds()
     progress = [p for p in q.recentProgress if p["numInputRows"] > 0]
     result = summarize(progress)
+    result["batch_cpu_s"] = batch_cpu(progress, sampler.cpu_samples)
     result.update({
         "workload": workload, "variant": variant, "label": label, "elapsed_s": elapsed,
         "checkpoint_bytes": _dir_bytes(checkpoint / "state"),

@@ -120,8 +120,21 @@ def _growth(label: str, run: dict | None) -> str | None:
     q = max(1, len(ms) // 4)
     early, late = statistics.median(ms[:q]), statistics.median(ms[-q:])
     growth = f"{late / early:.2f}x" if early else "–"
+    parts = []
+    phases = run.get("batch_state_phases_ms", [])[1:]
+    if len(phases) == len(ms):
+        for name in ("updates", "removals", "commit"):
+            series = [ph[name] for ph in phases]
+            parts.append(f"{name} {statistics.median(series[:q]):,.0f} -> {statistics.median(series[-q:]):,.0f}")
+    cpu = run.get("batch_cpu_s", [])[1:]
+    if len(cpu) == len(ms):
+        for i, name in ((0, "JVM"), (1, "ttlstate Python")):
+            series = [c[i] for c in cpu]
+            if any(series):
+                parts.append(f"{name} CPU {statistics.median(series[:q]):.1f} -> {statistics.median(series[-q:]):.1f} s")
+    detail = f"; {', '.join(parts)}" if parts else ""
     return (f"{label} {early:,.0f} -> {late:,.0f} ms ({growth}; state rows "
-            f"{rows[q - 1]:,} -> {rows[-1]:,})")
+            f"{rows[q - 1]:,} -> {rows[-1]:,}{detail})")
 
 
 def _memory(r: dict) -> int:
@@ -179,7 +192,9 @@ def write_report() -> None:
         growth = [g for g in (_growth(runner.VARIANTS[v][0], _median_run(_ok(workload, v))) for v in SELECTED_VARIANTS) if g]
         if growth:
             out.append("Batch time as the state grows (each provider's median run; median batch ms of the first "
-                       "and the last quarter of batches 1..N, and the state rows at their ends): "
+                       "and the last quarter of batches 1..N, and the state rows at their ends; in the same "
+                       "quarters the median of the state operators' update, removal and commit ms and of the "
+                       "CPU seconds used within a batch): "
                        + "; ".join(growth) + ".\n")
         rep = _median_run(base)
         if rep:
