@@ -117,16 +117,21 @@ def _growth(label: str, run: dict | None) -> str | None:
     if not run or len(run.get("batch_ms", [])) < 3:
         return None
     ms, rows = run["batch_ms"][1:], run["batch_state_rows"][1:]
+    # issue 15: no growth "beyond the state's own": once the state is within 1% of its final
+    # size, compare the first and the last quarter of those batches
+    flat = next(i for i, n in enumerate(rows) if n >= 0.99 * rows[-1])
+    if len(ms) - flat >= 8:
+        ms, rows = ms[flat:], rows[flat:]
     q = max(1, len(ms) // 4)
     early, late = statistics.median(ms[:q]), statistics.median(ms[-q:])
     growth = f"{late / early:.2f}x" if early else "–"
     parts = []
-    phases = run.get("batch_state_phases_ms", [])[1:]
+    phases = run.get("batch_state_phases_ms", [])[1:][-len(ms):]
     if len(phases) == len(ms):
         for name in ("updates", "removals", "commit"):
             series = [ph[name] for ph in phases]
             parts.append(f"{name} {statistics.median(series[:q]):,.0f} -> {statistics.median(series[-q:]):,.0f}")
-    cpu = run.get("batch_cpu_s", [])[1:]
+    cpu = run.get("batch_cpu_s", [])[1:][-len(ms):]
     if len(cpu) == len(ms):
         for i, name in ((0, "JVM"), (1, "ttlstate Python")):
             series = [c[i] for c in cpu]
@@ -192,7 +197,9 @@ def write_report() -> None:
         growth = [g for g in (_growth(runner.VARIANTS[v][0], _median_run(_ok(workload, v))) for v in SELECTED_VARIANTS) if g]
         if growth:
             out.append("Batch time as the state grows (each provider's median run; median batch ms of the first "
-                       "and the last quarter of batches 1..N, and the state rows at their ends; in the same "
+                       "and the last quarter of batches 1..N, or of the batches from the first whose state is "
+                       "within 1% of the final one when there are 8 or more of those, and the state rows at "
+                       "their ends; in the same "
                        "quarters the median of the state operators' update, removal and commit ms and of the "
                        "CPU seconds used within a batch): "
                        + "; ".join(growth) + ".\n")
