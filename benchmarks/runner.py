@@ -225,6 +225,7 @@ def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Pat
     sampler.stop.set()
     sampler.join()
     cpu = sampler.cpu_seconds()
+    sampler.cpu_samples.append((time.time(), *cpu))  # the last batch ends after the last sample
     progress = [p for p in q.recentProgress if p["numInputRows"] > 0]
     result = summarize(progress)
     result["batch_cpu_s"] = batch_cpu(progress, sampler.cpu_samples)

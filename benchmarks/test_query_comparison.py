@@ -35,7 +35,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 RESULTS: dict[tuple[str, str], list[dict]] = {}
 TARGETS = {  # workload: (minimum ratio to RocksDB with changelog, moonshot ratio to HDFS), issue 15
     "aggregation": (1.0, 0.8), "dropDuplicates": (1.0, 0.8), "join": (1.0, 0.8), "window": (1.0, 0.8),
-    "join-large": (1.0, None),
+    "join-large": (1.0, None), "session": (1.0, None),
 }
 MEMORY_ALLOWANCE = 128 * 2**20  # issue 15: peak JVM + Python <= RocksDB's peak + 128 MiB
 
@@ -113,13 +113,15 @@ def _median_run(runs: list[dict]) -> dict | None:
 
 
 def _growth(label: str, run: dict | None) -> str | None:
-    """`label: early -> late ms (rows -> rows)` over a run's batches 1..N, or None (no per-batch times)."""
+    """`label: early -> late ms (rows -> rows; phases, CPU)` over a run's batches 1..N, or over
+    those from the first after which the state stays within 1% of its final size when there
+    are 8 or more of them; None without per-batch times."""
     if not run or len(run.get("batch_ms", [])) < 3:
         return None
     ms, rows = run["batch_ms"][1:], run["batch_state_rows"][1:]
     # issue 15: no growth "beyond the state's own": once the state is within 1% of its final
     # size, compare the first and the last quarter of those batches
-    flat = next(i for i, n in enumerate(rows) if n >= 0.99 * rows[-1])
+    flat = next(i for i in range(len(rows)) if all(abs(n - rows[-1]) <= 0.01 * rows[-1] for n in rows[i:]))
     if len(ms) - flat >= 8:
         ms, rows = ms[flat:], rows[flat:]
     q = max(1, len(ms) // 4)
