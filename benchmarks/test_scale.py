@@ -23,7 +23,7 @@ import pytest
 import report
 import runner
 import workloads
-from test_query_comparison import _median_of, input_root, measure  # noqa: F401 (fixture)
+from test_query_comparison import _median_of, _median_run, input_root, measure  # noqa: F401 (fixture)
 
 SELECTED = [w for w in os.environ.get("BENCH_SCALE_WORKLOADS", ",".join(workloads.SCALE_WORKLOADS)).split(",") if w]
 VARIANTS = [v for v in os.environ.get("BENCH_SCALE_VARIANTS", "ttlstate,rocksdb-changelog,hdfs").split(",") if v]
@@ -43,9 +43,9 @@ def _med(runs, key):
 
 def _per_batch(runs: list[dict], series) -> float | None:
     """The median over batches 1..N of a per-batch series of the median run (by rows/s), or None."""
-    if not runs:
+    run = _median_run(runs)
+    if run is None:
         return None
-    run = sorted(runs, key=lambda r: r["rows_per_s"])[len(runs) // 2]
     values = series(run)[1:]
     return statistics.median(values) if values else None
 
