@@ -125,20 +125,26 @@ def _growth(label: str, run: dict | None) -> str | None:
     if len(ms) - flat >= 8:
         ms, rows = ms[flat:], rows[flat:]
     q = max(1, len(ms) // 4)
-    early, late = statistics.median(ms[:q]), statistics.median(ms[-q:])
+
+    def quarters(series: list) -> tuple[float, float]:
+        """The medians of the first and of the last quarter."""
+        return statistics.median(series[:q]), statistics.median(series[-q:])
+
+    early, late = quarters(ms)
     growth = f"{late / early:.2f}x" if early else "–"
     parts = []
     phases = run.get("batch_state_phases_ms", [])[1:][-len(ms):]
     if len(phases) == len(ms):
         for name in ("updates", "removals", "commit"):
-            series = [ph[name] for ph in phases]
-            parts.append(f"{name} {statistics.median(series[:q]):,.0f} -> {statistics.median(series[-q:]):,.0f}")
+            a, b = quarters([ph[name] for ph in phases])
+            parts.append(f"{name} {a:,.0f} -> {b:,.0f}")
     cpu = run.get("batch_cpu_s", [])[1:][-len(ms):]
     if len(cpu) == len(ms):
         for i, name in ((0, "JVM"), (1, "ttlstate Python")):
             series = [c[i] for c in cpu]
             if any(series):
-                parts.append(f"{name} CPU {statistics.median(series[:q]):.1f} -> {statistics.median(series[-q:]):.1f} s")
+                a, b = quarters(series)
+                parts.append(f"{name} CPU {a:.1f} -> {b:.1f} s")
     detail = f"; {', '.join(parts)}" if parts else ""
     return (f"{label} {early:,.0f} -> {late:,.0f} ms ({growth}; state rows "
             f"{rows[q - 1]:,} -> {rows[-1]:,}{detail})")
