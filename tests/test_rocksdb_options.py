@@ -59,6 +59,7 @@ def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp
     _round_trip(store, tmp_path)
     o = _options_file(store)
     assert o["level0_file_num_compaction_trigger"] == "16" and o["max_log_file_size"] == "1048576"
+    assert o["compression"] == "kLZ4Compression"  # ttlstate's default, not RocksDB's snappy (DESIGN 76)
     tuned = profile != "DEFAULT"
     assert (o["max_background_jobs"] == "4") == tuned  # RocksDB's default is 2
     if tuned:  # (RocksDB 8 already defaults to both)
