@@ -130,10 +130,10 @@ ENTRIES += (
         "Default: the profile's.",
         "store"),
     Setting(
-        "rocksdb.compression", values.one_of(*rocksdb_options.COMPRESSIONS), "lz4",
-        "Compression of SST blocks: " + ", ".join(rocksdb_options.COMPRESSIONS) + ". The "
-        "default `lz4` is Spark's RocksDB provider's; it decompresses faster than RocksDB's own "
-        "default `snappy`, which a read beyond the caches pays for (DESIGN 76).",
+        "rocksdb.compression", values.one_of(*rocksdb_options.COMPRESSIONS), rocksdb_options.DEFAULT_COMPRESSION,
+        "Compression of SST blocks: " + ", ".join(rocksdb_options.COMPRESSIONS) + ". Default "
+        "`lz4`, as in Spark's RocksDB provider: a read that misses the caches decompresses a "
+        "whole block, and LZ4 does that faster than RocksDB's own default, `snappy` (DESIGN 76).",
         "store"),
     Setting(
         "rocksdb.boundedMemory.totalBytes", values.byte_size(1 << 40), "64m",

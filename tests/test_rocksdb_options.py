@@ -73,6 +73,14 @@ def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp
     assert store.db.property_int_value("rocksdb.block-cache-capacity") == (256 << 20 if high_mem else 8 << 20)
 
 
+def test_a_store_built_without_confs_compresses_as_the_service_does(open_store, tmp_path):
+    """Offline tools (repartition, the checkpoint reader) open stores without ttlstate's confs:
+    their SSTs are LZ4-compressed too, not RocksDB's Snappy (DESIGN 76)."""
+    store = open_store(RocksDbSettings())
+    _round_trip(store, tmp_path)
+    assert _options_file(store)["compression"] == "kLZ4Compression"
+
+
 def test_single_keys_override_the_profile(open_store, tmp_path):
     store = open_store(_settings(**{"rocksdb.profile": "SPINNING_DISK_OPTIMIZED_HIGH_MEM",
                                     "rocksdb.blockCacheSize": "4m", "rocksdb.blockSize": "16k",
