@@ -65,13 +65,16 @@ ROCKSDB_CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointi
 VARIANTS = {
     "ttlstate-changelog": ("ttlstate, checkpoint.mode=changelog", "ttlstate", {MODE: "changelog"}),
     "ttlstate-snapshot": ("ttlstate, checkpoint.mode=snapshot", "ttlstate", {MODE: "snapshot"}),
+    # the SST codec before DESIGN 76 (LZ4 now): what the default costs in uploaded bytes
+    "ttlstate-snapshot-snappy": ("ttlstate, checkpoint.mode=snapshot, rocksdb.compression=snappy", "ttlstate",
+                                 {MODE: "snapshot", ttlstate.CONF_PREFIX + "rocksdb.compression": "snappy"}),
     "rocksdb-changelog": ("Spark RocksDB, changelog on", "rocksdb", {ROCKSDB_CHANGELOG: "true"}),
     "rocksdb": ("Spark RocksDB, changelog off", "rocksdb", {ROCKSDB_CHANGELOG: "false"}),
     "hdfs": ("Spark HDFS-backed (default)", "hdfs", {}),
 }
 SELECTED = [v.strip() for v in os.environ.get("BENCH_CKPT_PROVIDERS", ",".join(VARIANTS)).split(",")
             if v.strip()]
-EVERY_COMMIT_SNAPSHOT = {"ttlstate-snapshot", "rocksdb"}  # every commit uploads SSTs: analyse them
+EVERY_COMMIT_SNAPSHOT = {"ttlstate-snapshot", "ttlstate-snapshot-snappy", "rocksdb"}  # every commit uploads SSTs: analyse them
 LOAD_METRIC = {"ttlstate": "ttlstateLoadMs", "rocksdb": "rocksdbLoadLatencyMs"}
 UPLOAD_METRIC = {"ttlstate": "ttlstateUploadedBytes", "rocksdb": "rocksdbBytesCopied"}
 RESULTS_MD = pathlib.Path(os.environ.get("BENCH_CKPT_RESULTS",
