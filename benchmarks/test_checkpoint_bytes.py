@@ -74,7 +74,8 @@ VARIANTS = {
 }
 SELECTED = [v.strip() for v in os.environ.get("BENCH_CKPT_PROVIDERS", ",".join(VARIANTS)).split(",")
             if v.strip()]
-EVERY_COMMIT_SNAPSHOT = {"ttlstate-snapshot", "ttlstate-snapshot-snappy", "rocksdb"}  # every commit uploads SSTs: analyse them
+# every commit uploads SSTs: analyse them
+EVERY_COMMIT_SNAPSHOT = {"ttlstate-snapshot", "ttlstate-snapshot-snappy", "rocksdb"}
 LOAD_METRIC = {"ttlstate": "ttlstateLoadMs", "rocksdb": "rocksdbLoadLatencyMs"}
 UPLOAD_METRIC = {"ttlstate": "ttlstateUploadedBytes", "rocksdb": "rocksdbBytesCopied"}
 RESULTS_MD = pathlib.Path(os.environ.get("BENCH_CKPT_RESULTS",
