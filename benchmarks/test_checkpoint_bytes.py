@@ -74,8 +74,9 @@ VARIANTS = {
 }
 SELECTED = [v.strip() for v in os.environ.get("BENCH_CKPT_PROVIDERS", ",".join(VARIANTS)).split(",")
             if v.strip()]
-# every commit uploads SSTs: analyse them
-EVERY_COMMIT_SNAPSHOT = {"ttlstate-snapshot", "ttlstate-snapshot-snappy", "rocksdb"}
+# every commit uploads SSTs (ttlstate's snapshot mode, Spark's RocksDB without changelog): analyse them
+EVERY_COMMIT_SNAPSHOT = {v for v, (_, _, confs) in VARIANTS.items()
+                         if confs.get(MODE) == "snapshot" or confs.get(ROCKSDB_CHANGELOG) == "false"}
 LOAD_METRIC = {"ttlstate": "ttlstateLoadMs", "rocksdb": "rocksdbLoadLatencyMs"}
 UPLOAD_METRIC = {"ttlstate": "ttlstateUploadedBytes", "rocksdb": "rocksdbBytesCopied"}
 RESULTS_MD = pathlib.Path(os.environ.get("BENCH_CKPT_RESULTS",
