@@ -86,6 +86,7 @@ class Store:
         """
         self.db_dir = path
         self.dropped_seen = 0
+        self.memtable_bloom = False
         db_ttl_ms = None
         if self.db_ttl:
             now = self.clock.current_timestamp()
@@ -120,7 +121,9 @@ class Store:
         the restore time (`batch_ts`, else the clock), and `migrated` asks for a snapshot.
         On failure the store is left empty at no version (-1).
         """
-        return restore.load(self, version, batch_ts, manifest_version, manifest_path, ssts or {}, changelogs)
+        num_keys = restore.load(self, version, batch_ts, manifest_version, manifest_path, ssts or {}, changelogs)
+        self.fit_memtable_bloom()
+        return num_keys
 
     def begin(self, version: int, read_only: bool, batch_ts: int = -1, changelog: bool = True) -> "Txn":
         """A transaction on the committed `version`. A write transaction begun while no other
@@ -194,10 +197,22 @@ class Store:
         self.hist.merge(purged_hist)
         self.version = new_version
         self.batch_ts, self.cursor = now, txn.cursor
+        self.fit_memtable_bloom()
         ttl_cleanup.count_compaction_drops(self)
         txn.committed = True
         txn.end()
         return self.visible_keys(now), size
+
+    @engine_errors
+    def fit_memtable_bloom(self, key_delta: int = 0) -> None:
+        """Give the database's next memtables a whole-key Bloom filter once the store holds
+        (with `key_delta` of an open transaction) `MEMTABLE_BLOOM_MIN_KEYS` keys: most of its
+        reads then miss the memtable (DESIGN 77). It stays until the database is reopened."""
+        if self.memtable_bloom or self.db is None or self.num_keys + key_delta < rocksdb_options.MEMTABLE_BLOOM_MIN_KEYS:
+            return
+        self.db.set_options(rocksdb_options.memtable_bloom())
+        self.memtable_bloom = True
+        log.info("%s: %d keys: its memtables get a whole-key Bloom filter", self.store_id, self.num_keys + key_delta)
 
     def visible_keys(self, now: int, delta: TsHistogram | None = None, key_delta: int = 0) -> int:
         """numKeys as Spark sees it: without expired entries under NeverReturnExpired."""

@@ -185,6 +185,7 @@ class Txn:
         (its stored values are the callers' values)."""
         if self.direct and not self.ttl_ms and encoded is not None and statefile.WIRE_RECORDS_ARE_FILE_RECORDS:
             self.key_delta += write_keyed_records(self.store.db, records)
+            self.store.fit_memtable_bloom(self.key_delta)
             if self.changelog is not None:
                 self.changelog.add_encoded(encoded, len(records))
             return

@@ -13,6 +13,16 @@ import tempfile
 from ttlstate import protocol as p
 
 
+def encode_records(w: p.Writer, records) -> p.Writer:
+    """Append `(kind, key, value)` write records to `w` as the JVM encodes them (a WRITE_BATCH
+    frame's records, whose bytes a changelog copies)."""
+    for kind, key, value in records:
+        w.u8(kind).bytes(key)
+        if kind not in (p.RECORD_REMOVE, p.RECORD_REMOVE_PRESENT):
+            w.bytes(value)
+    return w
+
+
 class ServiceProcess:
     """Starts `python -m ttlstate.service` like the shim does; stop() or EOF ends it."""
 
@@ -114,12 +124,7 @@ class Client:
 
     def write_records(self, txn: int, records):
         """WRITE_BATCH of `(kind, key, value)` records: the JVM's presence hints included."""
-        w = p.request(p.WRITE_BATCH, txn).u32(len(records))
-        for kind, key, value in records:
-            w.u8(kind).bytes(key)
-            if kind not in (p.RECORD_REMOVE, p.RECORD_REMOVE_PRESENT):
-                w.bytes(value)
-        self.send(w)
+        self.send(encode_records(p.request(p.WRITE_BATCH, txn).u32(len(records)), records))
 
     def get(self, txn: int, key: bytes):
         return self.lookup(txn, key)[0]

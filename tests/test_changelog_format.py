@@ -2,6 +2,7 @@
 its record kinds are pinned here, so a change to the protocol's WRITE_BATCH records cannot
 change the bytes on disk unnoticed (docs/DESIGN.md 49)."""
 
+from service_client import encode_records
 from ttlstate import protocol, statefile
 from ttlstate.statefile import FILE_CHANGELOG, FileMeta, LAYOUT_PLAIN
 
@@ -15,15 +16,10 @@ def test_the_file_format_declares_its_own_constants():
 def test_wire_records_are_copied_only_while_they_encode_as_the_file_does(tmp_path):
     # today they do, and a direct transaction copies them: the copy reads back as written
     assert statefile.WIRE_RECORDS_ARE_FILE_RECORDS
-    w = protocol.Writer()
     records = [(protocol.RECORD_PUT_NEW, b"a", b"1"), (protocol.RECORD_PUT_OVER, b"b", b"2"),
                (protocol.RECORD_REMOVE_PRESENT, b"c", None), (protocol.RECORD_PUT, b"d", b"4"),
                (protocol.RECORD_REMOVE, b"e", None)]
-    for kind, key, value in records:
-        w.u8(kind).bytes(key)
-        if value is not None:
-            w.bytes(value)
-    encoded = w.body()
+    encoded = encode_records(protocol.Writer(), records).body()
     writer = statefile.ChangelogWriter(str(tmp_path / "1.changelog.tmp"), FILE_CHANGELOG, 1, LAYOUT_PLAIN)
     writer.add_encoded(encoded, len(records))
     writer.finish(str(tmp_path / "1.changelog"))

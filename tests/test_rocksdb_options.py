@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from ttlstate import conf
+from service_client import encode_records
+from ttlstate import conf, protocol, rocksdb_options
 from ttlstate.errors import InvalidConfError
 from ttlstate.rocksdb_options import PROFILES, RocksDbSettings
 from ttlstate.store import Store
@@ -123,3 +124,37 @@ def test_bad_values_name_the_key_and_what_is_allowed(key, value, allowed):
     with pytest.raises(InvalidConfError) as e:
         conf.resolve({P + key: value}, "store")
     assert P + key in str(e.value) and f"'{value}'" in str(e.value) and allowed in str(e.value)
+
+
+def test_a_store_gets_a_memtable_bloom_once_it_holds_enough_keys(open_store, tmp_path, monkeypatch):
+    # DESIGN 77: the filter's memory comes with every memtable, so small stores go without
+    monkeypatch.setattr(rocksdb_options, "MEMTABLE_BLOOM_MIN_KEYS", 1000)
+    bloom = {"memtable_prefix_bloom_size_ratio": "0.020000", "memtable_whole_key_filtering": "true"}
+
+    def memtable_options(store):
+        o = _options_file(store)
+        return {k: o[k] for k in bloom}
+
+    store = open_store(RocksDbSettings())
+    assert memtable_options(store)["memtable_prefix_bloom_size_ratio"] == "0.000000"
+    t = store.begin(0, read_only=False)
+    for i in range(999):
+        t.put(b"k%04d" % i, b"v")
+    store.commit(t, 1, str(tmp_path / "1.changelog"))
+    assert memtable_options(store)["memtable_prefix_bloom_size_ratio"] == "0.000000"  # 999 keys
+    t = store.begin(1, read_only=False)
+    t.put(b"k9999", b"v")
+    store.commit(t, 2, str(tmp_path / "2.changelog"))
+    assert memtable_options(store) == bloom and store.begin(2, read_only=True).get(b"k0998") == b"v"
+
+    # a transaction's WRITE_BATCH frames cross the threshold: the next memtables have it already
+    growing = open_store(RocksDbSettings())
+    t = growing.begin(0, read_only=False)
+    records = [(protocol.RECORD_PUT_NEW, b"k%04d" % i, b"v") for i in range(1000)]
+    t.apply(records, encode_records(protocol.Writer(), records).body())
+    assert memtable_options(growing) == bloom
+
+    # a store loaded with that many keys: its new database gets it at the load
+    loaded = open_store(RocksDbSettings())
+    assert loaded.load(2, changelogs=[(1, str(tmp_path / "1.changelog")), (2, str(tmp_path / "2.changelog"))]) == 1000
+    assert memtable_options(loaded) == bloom
