@@ -35,11 +35,11 @@ DEFAULT_BLOCK_CACHE_BYTES = 8 * _MIB
 # Spark's RocksDB provider's default; a read beyond the caches decompresses a whole block, and
 # LZ4 does that faster than RocksDB's default Snappy (DESIGN decision 76).
 DEFAULT_COMPRESSION = "lz4"
-# A whole-key Bloom filter in each memtable lets a read of a key the memtable lacks (nearly
-# every read of a state far larger than a memtable) skip the skip list's search. Its bits are
-# this fraction of the write buffer's bytes (1.3 MiB of RocksDB's 64 MiB: about 16 bits an
-# entry of a full memtable), allocated with every memtable, so a database gets it only once
-# its store holds MEMTABLE_BLOOM_MIN_KEYS keys (DESIGN decision 77).
+# A whole-key Bloom filter in each memtable lets a get of a key the memtable lacks (nearly
+# every get of a state far larger than a memtable) skip the skip list's search. Its bytes are
+# this fraction of the write buffer's (1.3 MiB of RocksDB's 64 MiB: about 16 bits an entry of
+# a full memtable of 100-byte entries), allocated with every memtable, so a database gets it
+# only once its store holds MEMTABLE_BLOOM_MIN_KEYS keys (DESIGN decision 77).
 MEMTABLE_BLOOM_RATIO = 0.02
 MEMTABLE_BLOOM_MIN_KEYS = 1 << 18
 

@@ -65,6 +65,7 @@ class Store:
         self.writer: Txn | None = None  # the transaction writing into the database, if any
         self._txn_ids = itertools.count(1)
         self.dropped_seen = 0  # compaction-filter drops counted so far
+        self.memtable_bloom_done = False  # the database's memtables have their Bloom filter (or setting it failed)
         self.dropped_unreported = 0
         self.last_compaction = self.clock.current_timestamp()
         self._dirs = itertools.count(1)
@@ -86,7 +87,7 @@ class Store:
         """
         self.db_dir = path
         self.dropped_seen = 0
-        self.memtable_bloom = False
+        self.memtable_bloom_done = False
         db_ttl_ms = None
         if self.db_ttl:
             now = self.clock.current_timestamp()
@@ -122,7 +123,7 @@ class Store:
         On failure the store is left empty at no version (-1).
         """
         num_keys = restore.load(self, version, batch_ts, manifest_version, manifest_path, ssts or {}, changelogs)
-        self.fit_memtable_bloom()
+        self.enable_memtable_bloom_when_large()
         return num_keys
 
     def begin(self, version: int, read_only: bool, batch_ts: int = -1, changelog: bool = True) -> "Txn":
@@ -197,22 +198,30 @@ class Store:
         self.hist.merge(purged_hist)
         self.version = new_version
         self.batch_ts, self.cursor = now, txn.cursor
-        self.fit_memtable_bloom()
+        self.enable_memtable_bloom_when_large()
         ttl_cleanup.count_compaction_drops(self)
         txn.committed = True
         txn.end()
         return self.visible_keys(now), size
 
-    @engine_errors
-    def fit_memtable_bloom(self, key_delta: int = 0) -> None:
+    def enable_memtable_bloom_when_large(self, key_delta: int = 0) -> None:
         """Give the database's next memtables a whole-key Bloom filter once the store holds
         (with `key_delta` of an open transaction) `MEMTABLE_BLOOM_MIN_KEYS` keys: most of its
-        reads then miss the memtable (DESIGN 77). It stays until the database is reopened."""
-        if self.memtable_bloom or self.db is None or self.num_keys + key_delta < rocksdb_options.MEMTABLE_BLOOM_MIN_KEYS:
+        gets then miss the memtable (DESIGN 77). Once per database (a reopened one starts
+        without it); best effort: a failure is logged, the store works on without it."""
+        if self.memtable_bloom_done or self.db is None:
             return
-        self.db.set_options(rocksdb_options.memtable_bloom())
-        self.memtable_bloom = True
-        log.info("%s: %d keys: its memtables get a whole-key Bloom filter", self.store_id, self.num_keys + key_delta)
+        keys = self.num_keys + key_delta
+        if keys < rocksdb_options.MEMTABLE_BLOOM_MIN_KEYS:
+            return
+        self.memtable_bloom_done = True
+        try:
+            self.db.set_options(rocksdb_options.memtable_bloom())
+        except Exception as e:  # rocksdict's plain Exception: an optimisation lost, nothing else
+            log.warning("%s: could not give its memtables a Bloom filter (%s: %s); reads go on without it",
+                        self.store_id, type(e).__name__, e)
+            return
+        log.info("%s: %d keys: its memtables get a whole-key Bloom filter", self.store_id, keys)
 
     def visible_keys(self, now: int, delta: TsHistogram | None = None, key_delta: int = 0) -> int:
         """numKeys as Spark sees it: without expired entries under NeverReturnExpired."""

@@ -185,9 +185,9 @@ class Txn:
         (its stored values are the callers' values)."""
         if self.direct and not self.ttl_ms and encoded is not None and statefile.WIRE_RECORDS_ARE_FILE_RECORDS:
             self.key_delta += write_keyed_records(self.store.db, records)
-            self.store.fit_memtable_bloom(self.key_delta)
             if self.changelog is not None:
                 self.changelog.add_encoded(encoded, len(records))
+            self.store.enable_memtable_bloom_when_large(self.key_delta)
             return
         for kind, key, value in records:
             if kind == RECORD_PUT:

@@ -1,5 +1,6 @@
-"""RocksDB tuning keys: profiles, single overrides and the bounded memory of a worker, checked
-in the OPTIONS file RocksDB writes for each real database and in its live properties."""
+"""RocksDB tuning keys: profiles, single overrides and the bounded memory of a worker, and the
+memtable Bloom filter of large stores, checked in the OPTIONS file RocksDB writes for each real
+database and in its live properties."""
 
 from __future__ import annotations
 
@@ -147,14 +148,19 @@ def test_a_store_gets_a_memtable_bloom_once_it_holds_enough_keys(open_store, tmp
     store.commit(t, 2, str(tmp_path / "2.changelog"))
     assert memtable_options(store) == bloom and store.begin(2, read_only=True).get(b"k0998") == b"v"
 
-    # a transaction's WRITE_BATCH frames cross the threshold: the next memtables have it already
+    # a reload of that store opens a new database: checked again, it gets the filter again
+    first_db = store.db_dir
+    assert store.load(2, changelogs=[(1, str(tmp_path / "1.changelog")), (2, str(tmp_path / "2.changelog"))]) == 1000
+    assert store.db_dir != first_db and memtable_options(store) == bloom
+
+    # a transaction's write frames cross the threshold, counted with the committed keys
     growing = open_store(RocksDbSettings())
     t = growing.begin(0, read_only=False)
-    records = [(protocol.RECORD_PUT_NEW, b"k%04d" % i, b"v") for i in range(1000)]
-    t.apply(records, encode_records(protocol.Writer(), records).body())
-    assert memtable_options(growing) == bloom
-
-    # a store loaded with that many keys: its new database gets it at the load
-    loaded = open_store(RocksDbSettings())
-    assert loaded.load(2, changelogs=[(1, str(tmp_path / "1.changelog")), (2, str(tmp_path / "2.changelog"))]) == 1000
-    assert memtable_options(loaded) == bloom
+    for i in range(500):
+        t.put(b"k%04d" % i, b"v")
+    growing.commit(t, 1, str(tmp_path / "g1.changelog"))
+    t = growing.begin(1, read_only=False)
+    for start, n, ratio in ((500, 499, "0.000000"), (999, 1, "0.020000")):
+        records = [(protocol.RECORD_PUT_NEW, b"k%04d" % i, b"v") for i in range(start, start + n)]
+        t.apply(records, encode_records(protocol.Writer(), records).body())
+        assert memtable_options(growing)["memtable_prefix_bloom_size_ratio"] == ratio
