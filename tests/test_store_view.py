@@ -405,6 +405,28 @@ def test_writes_after_reads_the_worker_answered_keep_the_key_count(js, tmp_path,
     assert js.data(js.get_store(p, 2)) == {("k", i): (i if i < 250 else i + 1) for i in range(3, 350) if i != 250}
 
 
+@pytest.mark.parametrize("batch_bytes", ["1", "262144"])
+def test_a_key_written_again_after_its_read_keeps_the_key_count(js, tmp_path, batch_bytes):
+    """The worker's answer to a read says whether the key was there before this transaction
+    wrote it, not after: a second write of the key must not take its hint from that answer,
+    whether the first write was sent already (a write batch of one byte) or not."""
+    conf = js.store_conf(**{PREFIX + "cache.maxBytes": "0", PREFIX + "writeBatchBytes": batch_bytes})
+    p = js.provider(new_root(tmp_path), conf=conf)
+    _commit_keys(js, p, 0, range(300))
+    s = js.get_store(p, 1)
+    assert js.get(s, "k", 5) == 5 and js.get(s, "k", 500) is None
+    js.put(s, "k", 5, 6)
+    js.remove(s, "k", 5)
+    js.put(s, "k", 5, 7)  # absent again before this write: one key more than after the remove
+    js.put(s, "k", 500, 1)
+    js.put(s, "k", 500, 2)  # present since the write before
+    js.remove(s, "k", 500)
+    js.remove(s, "k", 500)  # absent already
+    assert s.commit() == 2
+    assert s.metrics().numKeys() == 300
+    assert js.data(js.get_store(p, 2)) == {("k", i): (7 if i == 5 else i) for i in range(300)}
+
+
 def _unsafe_row_of_long(v: int) -> bytes:
     """An UnsafeRow of one BIGINT as Spark encodes it: 8 bytes of null bits, the value (little-endian)."""
     return bytes(8) + v.to_bytes(8, "little", signed=True)

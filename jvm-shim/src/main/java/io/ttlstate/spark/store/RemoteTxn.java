@@ -57,6 +57,8 @@ final class RemoteTxn {
     private Map<KeyBytes, Boolean> answered;
     static final int MAX_ANSWERED = 1 << 18;
     private FrameWriter batch;
+    /** The last batch's writer once sent, reused for the next (a frame grows to {@code writeBatchBytes} once per transaction). */
+    private FrameWriter spareBatch;
     private int batchCount;
     /** Reads answered in the JVM since the last flush, reported to the worker's TTL cleanup. */
     private int unsentAccesses;
@@ -145,25 +147,25 @@ final class RemoteTxn {
 
     /**
      * Whether the worker will find {@code key} stored when it applies this write, if the view
-     * (or the worker's answer to a read of it, {@link #answered}) knows and it matters, on a store without TTL (with TTL the worker needs the old entry's
-     * timestamp anyway, and an expired entry the view does not show may still be stored). For
-     * a transaction with an overlay that is the committed version, so only a key's first write
-     * qualifies; a transaction writing into the database changes the view as it writes, so any
-     * write whose key is not in the unsent batch qualifies.
+     * (or the worker's answer to a read of it, {@link #answered}) knows and it matters, on a
+     * store without TTL (with TTL the worker needs the old entry's timestamp anyway, and an
+     * expired entry the view does not show may still be stored). A transaction writing into the
+     * database changes the view as it writes (sent or not: the worker applies a key's records
+     * in order), so the view answers for any write; for one with an overlay the view is the
+     * committed version, so only a key's first write may ask it. The worker's answer tells what
+     * was stored before the key was written: its first write takes it out of {@code answered}.
      */
     private CachedVersionView.Presence presence(KeyBytes k) {
         if (settings.ttlMs != 0 || readOnly) {
             return CachedVersionView.Presence.UNKNOWN;
         }
-        if (written.containsKey(k)) {
+        Boolean found = answered == null ? null : answered.remove(k);
+        if (!direct && written.containsKey(k)) {
             return CachedVersionView.Presence.UNKNOWN;
         }
         CachedVersionView.Presence p = view == null ? CachedVersionView.Presence.UNKNOWN : view.presence(k, version);
-        if (p == CachedVersionView.Presence.UNKNOWN && answered != null) {
-            Boolean found = answered.get(k);
-            if (found != null) {
-                return found ? CachedVersionView.Presence.PRESENT : CachedVersionView.Presence.ABSENT;
-            }
+        if (p == CachedVersionView.Presence.UNKNOWN && found != null) {
+            return found ? CachedVersionView.Presence.PRESENT : CachedVersionView.Presence.ABSENT;
         }
         return p;
     }
@@ -482,6 +484,7 @@ final class RemoteTxn {
             written.clear(); // the worker's database has them now (and the view, if any)
         }
         conn.send(b);
+        spareBatch = b.reset(); // sent (written out): its grown buffer serves the next batch
     }
 
     /** The transaction's writes (key to value, {@link #TOMBSTONE} for a removal); for the view at commit. */
@@ -626,6 +629,7 @@ final class RemoteTxn {
             r = call(FrameWriter.request(Op.COMMIT, handle).i64(newVersion).str(changelogPath));
         } finally {
             ended = true; // COMMIT ends the transaction, and a failed one leaves it unusable
+            spareBatch = null;
         }
         return Replies.decode(() -> {
             Committed c = new Committed(r.i64(), r.i64(), r.i64(), r.bool());
@@ -639,6 +643,7 @@ final class RemoteTxn {
     void abort() {
         dropAhead();
         batch = null;
+        spareBatch = null;
         batchCount = 0;
         unsentAccesses = 0;
         written.clear();
@@ -678,7 +683,9 @@ final class RemoteTxn {
             throw new IllegalStateException("ttlstate transaction " + handle + " has ended");
         }
         if (batch == null) {
-            batch = FrameWriter.request(Op.WRITE_BATCH, handle).u32(0);
+            FrameWriter w = spareBatch == null ? new FrameWriter() : spareBatch;
+            spareBatch = null;
+            batch = w.u8(Op.WRITE_BATCH).u32(handle).u32(0);
         }
         return batch;
     }
