@@ -13,7 +13,7 @@ import shutil
 import zlib
 from typing import Iterator
 
-from rocksdict import AccessType, Rdict, WriteBatch
+from rocksdict import AccessType, Rdict, ReadOptions, WriteBatch
 
 from . import rocksdb_options
 from .errors import CorruptFileError, StorageError, TtlstateError
@@ -155,11 +155,33 @@ def write_keyed_records(db: Rdict, records) -> int:
 
 def db_items(db: Rdict, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes, bytes]]:
     """The database's (key, value) pairs under `prefix`, without the keys in `skip`; the
-    RocksDB iterator is created at the call."""
-    if not prefix and not skip:  # rocksdict's own iterator: no Python step per entry
-        return db.items()
+    RocksDB iterator is created at the call. Without keys to skip, rocksdict's own iterator
+    (no Python step per entry), bounded by RocksDB at the prefix's end (DESIGN 79)."""
+    if not skip:
+        if not prefix:
+            return db.items()
+        end = prefix_end(prefix)
+        if end is not None:
+            bounds = ReadOptions()
+            bounds.set_iterate_upper_bound(end)
+            return _holding(db.items(from_key=prefix, read_opt=bounds), bounds)
     it = db.iter()
     return _db_items_of(it, prefix, skip)
+
+
+def _holding(items, bounds: ReadOptions) -> Iterator[tuple[bytes, bytes]]:
+    """`items`, with `bounds` kept alive while they are read: rocksdict's iterator points at
+    its ReadOptions' upper bound without owning it (freed, it ends the iteration at random)."""
+    yield from items
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The least key above every key that starts with `prefix` (None if there is none: the
+    prefix is all 0xff bytes)."""
+    end = prefix.rstrip(b"\xff")
+    if not end:
+        return None
+    return end[:-1] + bytes((end[-1] + 1,))
 
 
 def _db_items_of(it, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes, bytes]]:
