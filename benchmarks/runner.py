@@ -47,10 +47,18 @@ VARIANTS = {
     "hdfs": ("HDFS-backed", HDFS, {}),
 }
 DRIVER_MEMORY = os.environ.get("BENCH_DRIVER_MEMORY", "2g")
+
 # Extra JVM options for profiling runs (e.g. `-XX:StartFlightRecording=filename=...`); unset in `make bench`.
 DRIVER_JAVA_OPTIONS = os.environ.get("BENCH_DRIVER_JAVA_OPTIONS", "")
 SUMMED_METRICS = ("ttlstateRoundTrips", "ttlstateResidentScans", "ttlstatePrefetchedValues", "ttlstateSentAhead", "ttlstateCacheHits", "ttlstateCacheMisses", "ttlstateFilterSkips",
                   "ttlstateExpiredOnRead", "ttlstateExpiredIncremental", "ttlstateExpiredByCompaction")
+
+
+def alternating(rounds: int, variants) -> list[tuple[int, str]]:
+    """(round, variant) in run order: the variants alternate, and each round starts with the
+    one after the last round's first, so no provider holds the same place in every round."""
+    variants = list(variants)
+    return [(r, variants[(r - 1 + i) % len(variants)]) for r in range(1, rounds + 1) for i in range(len(variants))]
 
 
 class MemorySampler(threading.Thread):

@@ -3,7 +3,7 @@ commit, load from checkpoint), timed inside the JVM by `io.ttlstate.bench.Provid
 through Spark's provider API, for ttlstate and Spark's providers.
 
 Every provider runs in `BENCH_OPS_ROUNDS` fresh JVMs (default 3), the providers alternating
-within each round; in each JVM `BENCH_OPS_WARMUPS` untimed passes (default 1: the JIT compiles
+(each round starting with the next one); in each JVM `BENCH_OPS_WARMUPS` untimed passes (default 1: the JIT compiles
 the provider's and Spark's paths) precede `BENCH_OPS_PASSES` timed ones (default 3, their
 median is the JVM's figure). The table gives the median over the JVMs with min-max; ratios are
 of medians. Writes `benchmarks/results/provider_ops.md`. Needs the bench jar (`make bench`
@@ -30,7 +30,7 @@ ROUNDS = int(os.environ.get("BENCH_OPS_ROUNDS", "3"))
 WARMUPS = int(os.environ.get("BENCH_OPS_WARMUPS", "1"))
 PASSES = int(os.environ.get("BENCH_OPS_PASSES", "3"))
 RESULTS: dict[str, list[dict[str, float]]] = {}  # variant -> one {op: ns} per JVM
-RUNS = [(r, v) for r in range(1, ROUNDS + 1) for v in runner.VARIANTS]
+RUNS = runner.alternating(ROUNDS, runner.VARIANTS)
 
 
 def child(variant: str, root: str) -> None:
@@ -112,7 +112,7 @@ def write_report() -> None:
         f"{report.machine()}.\n",
         f"`io.ttlstate.bench.ProviderBench` drives each provider through Spark's `StateStoreProvider` API in "
         f"{ROUNDS} fresh JVMs per provider (driver memory {runner.DRIVER_MEMORY}), the providers alternating "
-        f"within each round; in each JVM {WARMUPS} untimed warm-up pass(es), then {PASSES} timed passes on fresh "
+        f"(each round starting with the next one); in each JVM {WARMUPS} untimed warm-up pass(es), then {PASSES} timed passes on fresh "
         f"providers and directories, the JVM's figure being their median. Each pass: {KEYS:,} keys `(k BIGINT)` with values "
         "`(count BIGINT, sum BIGINT)` put into version 0 and committed; the store of version 1 reads every key "
         "twice (the first read of a version and a read again), then as many absent keys, removes 10%, iterates; "

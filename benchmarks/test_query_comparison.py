@@ -2,7 +2,7 @@
 checkpointing on and off), the same generated input for everyone.
 
 Every (workload, provider) runs `BENCH_ROUNDS` times (default 3), the providers alternating
-within each round, every run in its own process and driver JVM (`runner.py`), so peak memory
+(each round starting with the next one), every run in its own process and driver JVM (`runner.py`), so peak memory
 belongs to that run alone and a slow spell of the shared machine hits every provider alike.
 The report gives each measure's median over the rounds and the spread (min-max) of rows/s
 and memory. Writes `benchmarks/results/comparison.md` and `comparison.png` after every run
@@ -72,7 +72,7 @@ def input_root(tmp_path_factory):
 
 
 # workload by workload; within a workload round by round, the providers alternating
-RUNS = [(w, r, v) for w in SELECTED_WORKLOADS for r in range(1, ROUNDS + 1) for v in SELECTED_VARIANTS]
+RUNS = [(w, r, v) for w in SELECTED_WORKLOADS for r, v in runner.alternating(ROUNDS, SELECTED_VARIANTS)]
 
 
 def measure(benchmark, results: dict, write, input_root, tmp_path, workload: str, variant: str) -> None:
@@ -161,7 +161,7 @@ def write_report() -> None:
            f"Every run: `local[2]`, 4 shuffle partitions, driver memory {runner.DRIVER_MEMORY}, its own "
            f"process and JVM, {workloads.BATCHES} batches of one generated JSON file each "
            f"(`maxFilesPerTrigger=1`, `Trigger.AvailableNow`, scale {workloads.SCALE:g}), `noop` sink. "
-           f"Each provider ran {ROUNDS} times per workload, the providers alternating within each round; "
+           f"Each provider ran {ROUNDS} times per workload, the providers alternating, each round starting with the next one; "
            "every figure is the median over the runs, with min–max in parentheses where given. "
            "Rows/s and medians are over batches 1..N (batch 0 pays the JVM's start and JIT warm-up, "
            "for every provider alike); commit ms is Spark's `commitTimeMs` (summed over the batch's tasks "

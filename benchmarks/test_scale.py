@@ -28,7 +28,7 @@ from test_query_comparison import _median_of, _median_run, input_root, measure  
 SELECTED = [w for w in os.environ.get("BENCH_SCALE_WORKLOADS", ",".join(workloads.SCALE_WORKLOADS)).split(",") if w]
 VARIANTS = [v for v in os.environ.get("BENCH_SCALE_VARIANTS", "ttlstate,rocksdb-changelog,hdfs").split(",") if v]
 ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", "1"))
-RUNS = [(w, r, v) for w in SELECTED for r in range(1, ROUNDS + 1) for v in VARIANTS]
+RUNS = [(w, r, v) for w in SELECTED for r, v in runner.alternating(ROUNDS, VARIANTS)]
 RESULTS: dict[tuple[str, str], list[dict]] = {}
 
 
