@@ -5,6 +5,7 @@ store, its transactions and the offline reader share. Options live in `rocksdb_o
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import os
@@ -111,6 +112,7 @@ def without_write_time(key: bytes, value: bytes) -> bytes:
 
 
 _RECORD_KEY = operator.itemgetter(1)
+_FIRST = operator.itemgetter(0)
 
 
 def write_keyed_records(db: Rdict, records) -> int:
@@ -170,9 +172,10 @@ def db_items(db: Rdict, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes
 
 
 def _holding(items, bounds: ReadOptions) -> Iterator[tuple[bytes, bytes]]:
-    """`items`, with `bounds` kept alive while they are read: rocksdict's iterator points at
-    its ReadOptions' upper bound without owning it (freed, it ends the iteration at random)."""
-    yield from items
+    """`items`, with `bounds` kept alive while they are read: rocksdict hands RocksDB a pointer
+    into the bound's bytes, which `bounds` holds (freed, the iteration ends at random). zip
+    holds it without a Python step per entry."""
+    return map(_FIRST, zip(items, itertools.repeat(bounds)))
 
 
 def prefix_end(prefix: bytes) -> bytes | None:

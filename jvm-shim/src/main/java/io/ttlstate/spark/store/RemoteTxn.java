@@ -154,6 +154,9 @@ final class RemoteTxn {
      * in order), so the view answers for any write; for one with an overlay the view is the
      * committed version, so only a key's first write may ask it. The worker's answer tells what
      * was stored before the key was written: its first write takes it out of {@code answered}.
+     * The view follows this transaction alone: the worker begins no other transaction on the
+     * store while a direct one is open, and a reload or a lost connection resets the view to
+     * no version, where it answers UNKNOWN.
      */
     private CachedVersionView.Presence presence(KeyBytes k) {
         if (settings.ttlMs != 0 || readOnly) {
