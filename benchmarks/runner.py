@@ -47,7 +47,6 @@ VARIANTS = {
     "hdfs": ("HDFS-backed", HDFS, {}),
 }
 DRIVER_MEMORY = os.environ.get("BENCH_DRIVER_MEMORY", "2g")
-
 # Extra JVM options for profiling runs (e.g. `-XX:StartFlightRecording=filename=...`); unset in `make bench`.
 DRIVER_JAVA_OPTIONS = os.environ.get("BENCH_DRIVER_JAVA_OPTIONS", "")
 SUMMED_METRICS = ("ttlstateRoundTrips", "ttlstateResidentScans", "ttlstatePrefetchedValues", "ttlstateSentAhead", "ttlstateCacheHits", "ttlstateCacheMisses", "ttlstateFilterSkips",
