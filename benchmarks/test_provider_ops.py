@@ -3,9 +3,9 @@ commit, load from checkpoint), timed inside the JVM by `io.ttlstate.bench.Provid
 through Spark's provider API, for ttlstate and Spark's providers.
 
 Every provider runs in `BENCH_OPS_ROUNDS` fresh JVMs (default 3), the providers alternating
-(each round starting with the next one); in each JVM `BENCH_OPS_WARMUPS` untimed passes (default 1: the JIT compiles
-the provider's and Spark's paths) precede `BENCH_OPS_PASSES` timed ones (default 3, their
-median is the JVM's figure). The table gives the median over the JVMs with min-max; ratios are
+(each round starting with the next one); in each JVM `BENCH_OPS_WARMUPS` untimed passes
+(default 1: the JIT compiles the provider's and Spark's paths) precede `BENCH_OPS_PASSES` timed
+ones (default 3, their median is the JVM's figure). The table gives the median over the JVMs with min-max; ratios are
 of medians. Writes `benchmarks/results/provider_ops.md`. Needs the bench jar (`make bench`
 builds it). Knobs: also BENCH_OPS_KEYS (default 200,000). Timings are reported, never asserted.
 """

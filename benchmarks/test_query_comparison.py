@@ -2,8 +2,9 @@
 checkpointing on and off), the same generated input for everyone.
 
 Every (workload, provider) runs `BENCH_ROUNDS` times (default 3), the providers alternating
-(each round starting with the next one), every run in its own process and driver JVM (`runner.py`), so peak memory
-belongs to that run alone and a slow spell of the shared machine hits every provider alike.
+(each round starting with the next one), every run in its own process and driver JVM
+(`runner.py`), so peak memory belongs to that run alone and a slow spell of the shared machine
+hits every provider alike.
 The report gives each measure's median over the rounds and the spread (min-max) of rows/s
 and memory. Writes `benchmarks/results/comparison.md` and `comparison.png` after every run
 (a partial run leaves a partial table). Knobs: BENCH_SCALE (rows per batch, default 1.0),
