@@ -22,7 +22,12 @@ public final class FrameWriter {
 
     /** A request body starting with its op code and handle. */
     public static FrameWriter request(int op, long handle) {
-        return new FrameWriter().u8(op).u32(handle);
+        return new FrameWriter().startRequest(op, handle);
+    }
+
+    /** Forgets everything written and starts a request body with its op code and handle, keeping the buffer. */
+    public FrameWriter startRequest(int op, long handle) {
+        return reset().u8(op).u32(handle);
     }
 
     private void ensure(int n) {

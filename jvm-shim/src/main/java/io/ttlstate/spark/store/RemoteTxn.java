@@ -487,7 +487,7 @@ final class RemoteTxn {
             written.clear(); // the worker's database has them now (and the view, if any)
         }
         conn.send(b);
-        spareBatch = b.reset(); // sent (written out): its grown buffer serves the next batch
+        spareBatch = b; // sent (written out): its grown buffer serves the next batch
     }
 
     /** The transaction's writes (key to value, {@link #TOMBSTONE} for a removal); for the view at commit. */
@@ -688,7 +688,7 @@ final class RemoteTxn {
         if (batch == null) {
             FrameWriter w = spareBatch == null ? new FrameWriter() : spareBatch;
             spareBatch = null;
-            batch = w.u8(Op.WRITE_BATCH).u32(handle).u32(0);
+            batch = w.startRequest(Op.WRITE_BATCH, handle).u32(0);
         }
         return batch;
     }
