@@ -56,6 +56,8 @@ public final class ProviderBench {
                 sql.setConfString(line.substring(0, eq), line.substring(eq + 1));
             }
         }
+        // createAndInit instantiates the class StateStoreConf names, not one it is given
+        sql.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS().key(), providerClass);
         StateStoreConf conf = StateStoreConf.apply(sql);
         for (int w = 0; w < warmups; w++) {
             pass(providerClass, root + "/warmup-" + w, keys, conf, hadoop);
@@ -173,7 +175,10 @@ public final class ProviderBench {
                                                StateStoreConf conf, Configuration hadoop) {
         StateStoreProviderId id = new StateStoreProviderId(new StateStoreId(root, 0, 0, "default"), UUID.randomUUID());
         Configuration h = new Configuration(hadoop);
-        return StateStoreProvider.createAndInit(id, keySchema, VALUE, spec, false, conf, h, false, Option.empty());
+        StateStoreProvider p = StateStoreProvider.createAndInit(id, keySchema, VALUE, spec, false, conf, h, false,
+                Option.empty());
+        require(p.getClass().getName().equals(cls), "created " + p.getClass().getName() + ", not " + cls);
+        return p;
     }
 
     private static long[] shuffled(int n, Random rnd) {
