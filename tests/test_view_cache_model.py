@@ -86,12 +86,19 @@ def _iterate(store):
         yield it.next()
 
 
-BIG = 600  # keys 0..599 share one prefix, far more than the cache's run holds (MAX_PREFIX_KEYS)
+# keys 0..1399 share one prefix: up to about 800 of them live, more than its runs hold
+# (MAX_PREFIX_RUNS of MAX_PREFIX_KEYS: 512); keys 1400..1699 share another, up to about 175
+# live, placed in several runs of that prefix
+BIG, MEDIUM = 1400, 300
 
 
 def _grouped_key(i: int, groups: int) -> tuple[str, int]:
-    # prefix key1: the keys of a group share one probe run
-    return ("g", i) if i < BIG else ("g" * (2 + i % (groups - 1)), i)
+    # prefix key1: the keys of a group share one probe run (or a few)
+    if i < BIG:
+        return ("g", i)
+    if i < BIG + MEDIUM:
+        return ("gg", i)
+    return ("g" * (3 + i % (groups - 2)), i)
 
 
 def _scan_all(js, s, groups: int) -> dict:
@@ -108,13 +115,14 @@ def _scan_all(js, s, groups: int) -> dict:
 
 @pytest.mark.parametrize("budget", ["40k", "128m"], ids=["freeing-slabs", "complete"])
 def test_keys_placed_by_prefix_answer_like_the_model(spark, tmp_path, budget):
-    """A prefixed store's cache places keys by their prefix (DESIGN 74): random puts, removes
-    and reads in groups of up to 30 keys (shared probe runs, removals inside them, index
-    growth) and one of hundreds (placed by their own hash past the run's limit), and every
-    group's prefix scan, version after version, against a dict."""
+    """A prefixed store's cache places keys by their prefix (DESIGN 74, 80): random puts,
+    removes and reads in groups of up to 50 keys (shared probe runs, removals inside them,
+    index growth), one of up to about 175 (several runs of one prefix) and one of up to about
+    800 (placed by their own hash past its last run), and every group's prefix scan, version
+    after version, against a dict."""
     js = JvmState(spark, cache_dir=str(tmp_path / "cache"))
     rng = random.Random(74)
-    keys, groups = 1500, 31
+    keys, groups = 3000, 31
     p = js.provider(new_root(tmp_path), prefix_cols=1, conf=js.store_conf(**{PREFIX + "cache.maxBytes": budget}))
     model: dict = {}
     for version in range(5):

@@ -25,8 +25,10 @@ import org.apache.spark.unsafe.Platform;
  *
  * <p>A cache of {@link PrefixedKey}s places each key by its prefix's hash and tells keys apart
  * by their own hash (a fourth index array, {@code tags}): the keys of one prefix then lie in one
- * probe run, and {@link #withPrefix} finds them all without looking at any other run (DESIGN 74);
- * a prefix of more keys than one run may hold ({@link #crowded}) goes by the keys' own hashes.
+ * probe run, and {@link #withPrefix} finds them all without looking at any other run (DESIGN 74).
+ * A prefix of more keys than one run may hold ({@link #crowded}) goes on in a next run, from a
+ * hash derived from its prefix's ({@link #runHome}), up to {@link #MAX_PREFIX_RUNS} runs; past
+ * them, by the keys' own hashes (DESIGN 80).
  * Not thread-safe: {@link CachedVersionView} synchronises.
  */
 final class SlabCache {
@@ -54,6 +56,12 @@ final class SlabCache {
      * cost 56 µs and a put 107 µs (DESIGN 74).
      */
     static final int MAX_PREFIX_KEYS = 64;
+    /**
+     * By prefix: how many runs of {@link #MAX_PREFIX_KEYS} keys one prefix may have, each from
+     * its own home ({@link #runHome}), before its keys are placed by their own hash. A lookup of
+     * a key in a later run walks the runs before it, so this bounds that walk (DESIGN 80).
+     */
+    static final int MAX_PREFIX_RUNS = 4;
     /** By prefix: how far from its prefix's home a key may be placed (runs merged by neighbours). */
     static final int MAX_PREFIX_RUN = 1024;
     private static final int OVERFLOW_MASK = 1023; // 1,024 longs: 65,536 bits
@@ -133,10 +141,11 @@ final class SlabCache {
     /** Null unless keys are placed by prefix. */
     private int[] tags;
     /**
-     * By prefix: a bit per prefix hash (modulo its size) set when a key of that prefix was
-     * placed by its own hash because its prefix's run was {@link #crowded};
-     * such a prefix is scanned by the worker, and its keys are looked up in both places. A
-     * bit shared by two prefixes costs the other one the same, never a wrong answer.
+     * By prefix: a bit per run home (modulo its size) set when a key of that run's prefix went
+     * past it because the run was {@link #crowded}: the prefix's keys are then also looked up
+     * in its next run, and past its last run by their own hash, and a prefix whose last run
+     * overflowed is scanned by the worker. A bit shared by two homes costs the other one the
+     * same, never a wrong answer.
      */
     private long[] overflowed;
     private int size;
@@ -180,9 +189,22 @@ final class SlabCache {
         if (tags == null) {
             return findAt(key, hash, hash);
         }
-        int home = home(key, hash);
-        int slot = findAt(key, home, hash);
-        return slot >= 0 || !overflowed(home) ? slot : findAt(key, hash, hash);
+        long prefixHash = prefixHash64(key);
+        boolean full = overflowed(runHome(prefixHash, MAX_PREFIX_RUNS - 1));
+        if (full) { // most keys of a prefix past its runs are placed by their own hash: look there first
+            int slot = findAt(key, hash, hash);
+            if (slot >= 0) {
+                return slot;
+            }
+        }
+        for (int run = 0; run < MAX_PREFIX_RUNS; run++) {
+            int home = runHome(prefixHash, run);
+            int slot = findAt(key, home, hash);
+            if (slot >= 0 || !overflowed(home)) {
+                return slot;
+            }
+        }
+        return -1;
     }
 
     /**
@@ -204,12 +226,22 @@ final class SlabCache {
         return false;
     }
 
-    /** Whether some key of the prefix whose hash is {@code home} may be placed by its own hash. */
+    /** Whether some key of the run from {@code home} may have gone past it ({@link #markOverflowed}). */
     private boolean overflowed(int home) {
         return (overflowed[(home >>> 6) & OVERFLOW_MASK] & (1L << home)) != 0;
     }
 
-    /** Records that a key of the prefix whose hash is {@code home} is placed by its own hash. */
+    /** Whether every run of the prefix whose 64-bit hash is {@code prefixHash} is {@link #overflowed}. */
+    private boolean allRunsOverflowed(long prefixHash) {
+        for (int run = MAX_PREFIX_RUNS - 1; run >= 0; run--) {
+            if (!overflowed(runHome(prefixHash, run))) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Records that a key of the run from {@code home} went past it (to its prefix's next run or its own hash). */
     private void markOverflowed(int home) {
         overflowed[(home >>> 6) & OVERFLOW_MASK] |= 1L << home;
     }
@@ -241,9 +273,27 @@ final class SlabCache {
         return (int) (hash64 >>> 32);
     }
 
-    /** The hash {@code key}'s probe starts from: its own, or by prefix its prefix's. */
-    private int home(byte[] key, int hash) {
-        return tags == null ? hash : indexHash(KeyBytes.hash64(key, PrefixedKey.prefixBytes(key)));
+    /** The 64-bit hash of a {@link PrefixedKey}'s prefix (that of the prefix's own bytes). */
+    private static long prefixHash64(byte[] key) {
+        return KeyBytes.hash64(key, PrefixedKey.prefixBytes(key));
+    }
+
+    /**
+     * The home of run {@code run} of the prefix whose 64-bit hash is {@code prefixHash}: run 0's
+     * is the prefix's index hash; each later one a re-mix of it, so that the runs of one prefix
+     * lie apart and a crowded prefix does not lengthen its neighbours' probes.
+     */
+    static int runHome(long prefixHash, int run) {
+        if (run == 0) {
+            return indexHash(prefixHash);
+        }
+        long h = prefixHash + run * 0x9e3779b97f4a7c15L;
+        h ^= h >>> 33;
+        h *= 0xff51afd7ed558ccdL;
+        h ^= h >>> 33;
+        h *= 0xc4ceb9fe1a85ec53L;
+        h ^= h >>> 33;
+        return indexHash(h);
     }
 
     /** A copy of the value at {@code slot}. */
@@ -292,12 +342,28 @@ final class SlabCache {
             if (size + 1 > hashes.length * LOAD) {
                 resize(hashes.length * 2);
             }
-            home = home(key, hash);
-            slot = emptySlot(home);
-            if (tags != null && crowded(home, slot)) {
-                markOverflowed(home); // its scans go to the worker now
+            if (tags == null) {
                 home = hash;
                 slot = emptySlot(home);
+            } else {
+                long prefixHash = prefixHash64(key);
+                home = hash; // past the prefix's last run: its scans go to the worker now
+                slot = -1;
+                // once every run is marked, a new key goes by its own hash without walking them
+                for (int run = allRunsOverflowed(prefixHash) ? MAX_PREFIX_RUNS : 0; run < MAX_PREFIX_RUNS && slot < 0;
+                     run++) {
+                    int h = runHome(prefixHash, run);
+                    int at = emptySlot(h);
+                    if (crowded(h, at)) {
+                        markOverflowed(h);
+                    } else {
+                        home = h;
+                        slot = at;
+                    }
+                }
+                if (slot < 0) { // every run of the prefix is marked: its lookups reach this slot
+                    slot = emptySlot(home);
+                }
             }
             hashes[slot] = home;
             if (tags != null) {
@@ -433,20 +499,45 @@ final class SlabCache {
     /**
      * Copies of the entries whose key starts with {@code prefix} ({keys, values}; a whole
      * prefix of a {@link PrefixedKey}, as {@link PrefixedKey#prefixBytes} measures it), in the
-     * index's order. Only for a cache placed by prefix: they all lie in the probe run from the
-     * prefix's hash. Null if some of them may lie elsewhere ({@link #crowded}).
+     * index's order. Only for a cache placed by prefix: they all lie in the probe runs from the
+     * prefix's run homes, each run but the last overflowed. Null if some of them may lie
+     * elsewhere (its last run overflowed: placed by their own hash).
      */
     byte[][][] withPrefix(byte[] prefix) {
         if (tags == null) {
             throw new IllegalStateException("withPrefix on a cache not placed by prefix");
         }
-        int home = indexHash(KeyBytes.hash64(prefix));
-        if (overflowed(home)) {
-            return null;
-        }
-        int mask = hashes.length - 1;
+        long prefixHash = KeyBytes.hash64(prefix);
+        int[] homes = new int[MAX_PREFIX_RUNS];
+        int runs = 0;
+        do {
+            if (runs == MAX_PREFIX_RUNS) {
+                return null;
+            }
+            homes[runs] = runHome(prefixHash, runs);
+        } while (overflowed(homes[runs++]));
         java.util.List<byte[]> keys = new java.util.ArrayList<>();
         java.util.List<byte[]> values = new java.util.ArrayList<>();
+        for (int run = 0; run < runs; run++) {
+            if (!sameHomeEarlier(homes, run)) { // two runs from one home (a hash collision): walked once
+                collectRun(prefix, homes[run], keys, values);
+            }
+        }
+        return new byte[][][] {keys.toArray(new byte[0][]), values.toArray(new byte[0][])};
+    }
+
+    private static boolean sameHomeEarlier(int[] homes, int run) {
+        for (int r = 0; r < run; r++) {
+            if (homes[r] == homes[run]) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Adds copies of the entries of the run from {@code home} whose key starts with {@code prefix}. */
+    private void collectRun(byte[] prefix, int home, java.util.List<byte[]> keys, java.util.List<byte[]> values) {
+        int mask = hashes.length - 1;
         for (int i = home & mask; offsets[i] != 0; i = (i + 1) & mask) {
             if (hashes[i] != home) {
                 continue;
@@ -457,7 +548,6 @@ final class SlabCache {
                 values.add(valueAt(at));
             }
         }
-        return new byte[][][] {keys.toArray(new byte[0][]), values.toArray(new byte[0][])};
     }
 
     /** Every entry as it is now; later changes to the cache do not show in it. */
