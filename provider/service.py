@@ -90,6 +90,13 @@ def worker_count(confs: dict[str, str]) -> int:
     return max(1, cores or os.cpu_count() or 1)
 
 
+# A worker that exits this soon after its start, this many times in a row, is failing at start-up
+# (a broken install, a socket it cannot use): restarting it forever would leave the JVM waiting
+# for a HELLO reply, so the service stops and the JVM reports why.
+FAST_EXIT_S = 2.0
+MAX_FAST_EXITS = 5
+
+
 class Supervisor:
     def __init__(self, service_dir: str, token: bytes, workers: int, timeout_ms: int):
         self.dir = service_dir
@@ -97,6 +104,8 @@ class Supervisor:
         self.token = token
         self.listeners = []
         self.pids: dict[int, int] = {}  # pid -> worker index
+        self.started: dict[int, float] = {}  # pid -> when it was forked (monotonic)
+        self.fast_exits = [0] * workers  # per worker index: exits in a row soon after a start
         self.stopping = threading.Event()
         for i in range(workers):
             path = os.path.join(service_dir, f"w{i}.sock")
@@ -133,12 +142,15 @@ class Supervisor:
             finally:
                 os._exit(code)
         self.pids[pid] = index
+        self.started[pid] = time.monotonic()
         log.info("started worker %d as pid %d", index, pid)
 
-    def run(self):
+    def run(self) -> bool:
+        """Serves until stopped; False if it stopped because a worker kept failing at start-up."""
         for i in range(len(self.listeners)):
             self.fork_worker(i)
         print(f"READY {os.getpid()} {len(self.listeners)} {self.timeout_ms}", flush=True)
+        healthy = True
         while not self.stopping.is_set():
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -146,12 +158,21 @@ class Supervisor:
                 pid = 0
             if pid and pid in self.pids:
                 index = self.pids.pop(pid)
+                lived = time.monotonic() - self.started.pop(pid)
+                self.fast_exits[index] = self.fast_exits[index] + 1 if lived < FAST_EXIT_S else 0
+                if self.fast_exits[index] >= MAX_FAST_EXITS:
+                    log.error("worker %d exited %d times in a row within %.0f s of its start (last: pid %d, "
+                              "status %d); stopping the service (the log above says why it failed)",
+                              index, MAX_FAST_EXITS, FAST_EXIT_S, pid, status)
+                    healthy = False
+                    break
                 log.warning("worker %d (pid %d) exited with status %d; restarting it",
                             index, pid, status)
                 self.fork_worker(index)
             elif not pid:
                 self.stopping.wait(0.1)
         self.shutdown()
+        return healthy
 
     def shutdown(self):
         for pid in list(self.pids):
@@ -197,6 +218,11 @@ def main(argv=None):
     except InvalidConfError as e:
         print(f"{e.error_class}: {e}", file=sys.stderr, flush=True)
         return 2
+    try:  # before READY, and inherited by every worker: a broken install fails the start at once
+        from . import worker  # noqa: F401
+    except Exception:  # noqa: BLE001 - any import failure: the JVM shows this traceback
+        log.exception("cannot import the store worker (ttlstate.worker)")
+        return 3
     os.makedirs(args.dir, mode=0o700, exist_ok=True)
     os.chmod(args.dir, 0o700)
     _return_freed_memory()
@@ -209,8 +235,7 @@ def main(argv=None):
     threading.Thread(target=on_stdin_eof, name="stdin-watch", daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: sup.stopping.set())
     signal.signal(signal.SIGINT, lambda *_: sup.stopping.set())
-    sup.run()
-    return 0
+    return 0 if sup.run() else 4
 
 
 if __name__ == "__main__":

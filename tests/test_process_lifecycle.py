@@ -54,13 +54,13 @@ DRIVER = textwrap.dedent("""
 class Driver:
     """The driver subprocess, its stdout events, and every process it led to."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, script: str = DRIVER, env: dict | None = None):
         self.log = tmp_path / "driver.log"
         self._log_file = open(self.log, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, TESTS_DIR, str(tmp_path)],
+            [sys.executable, "-c", script, TESTS_DIR, str(tmp_path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_file,
-            text=True, start_new_session=True)
+            text=True, start_new_session=True, env={**os.environ, **(env or {})})
         self._events: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.seen: dict[int, psutil.Process] = {}
@@ -221,5 +221,65 @@ def test_no_ttlstate_process_after_jvm_sigkill(ttlstate_jar, tmp_path):
                    and d in cmdline(p)]
         assert not orphans, describe(orphans)
         assert not dirs_left, f"the service dir {d} still exists after the JVM was killed"
+    finally:
+        driver.close()
+
+
+BROKEN_INSTALL_DRIVER = textwrap.dedent("""
+    import json, pathlib, sys
+    sys.path.insert(0, sys.argv[1])
+    import streaming as st
+
+    root = pathlib.Path(sys.argv[2])
+    spark = st.build_session("ttlstate-broken-install", warehouse=str(root / "warehouse"))
+    jvm = spark.sparkContext._jvm
+    pid = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
+    print(json.dumps({"event": "started", "jvm_pid": int(pid)}), flush=True)
+    st.write_files(root / "events", st.generate_events(2, 10, seed=5))
+    try:
+        st.run_query(spark, st.TTLSTATE, st.agg_by_key, "update", root / "events", root / "checkpoint")
+        print(json.dumps({"event": "ran"}), flush=True)
+    except Exception as e:  # noqa: BLE001
+        print(json.dumps({"event": "failed", "error": str(e)}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "exit":
+            break
+""")
+
+# The store service's interpreter with its workers broken: ttlstate.worker unimportable (a broken
+# install), or a worker that fails as it starts serving.
+BROKEN_PYTHON = """#!/bin/sh
+if [ "$1" = "-m" ]; then shift 2; fi
+exec {python} -c "import sys
+{setup}
+from ttlstate.service import main
+sys.exit(main(sys.argv[1:]))" "$@"
+"""
+BROKEN = {
+    "import": ("sys.modules['ttlstate.worker'] = None",
+               ["exited with code 3 before it was ready", "cannot import the store worker (ttlstate.worker)"]),
+    "start": ("import ttlstate.worker as w\ndef serve(*a):\n    raise RuntimeError('no worker starts')\nw.serve = serve",
+              ["exited with code 4", "no worker starts", "times in a row"]),
+}
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+def test_a_store_service_that_cannot_start_its_workers_fails_the_query(ttlstate_jar, tmp_path, broken):
+    """The query fails with the service's own error, and no ttlstate process is left: before,
+    its workers died at import or start and were restarted for as long as the JVM waited for a
+    HELLO reply (the query's workerTimeout, 10 minutes by default)."""
+    setup, expected = BROKEN[broken]
+    python = tmp_path / "python-with-broken-workers"
+    python.write_text(BROKEN_PYTHON.format(python=sys.executable, setup=setup))
+    python.chmod(0o755)
+    driver = Driver(tmp_path, BROKEN_INSTALL_DRIVER, env={"PYSPARK_PYTHON": str(python)})
+    try:
+        jvm = psutil.Process(driver.expect("started")["jvm_pid"])
+        driver.remember([jvm])
+        failed = driver.expect("failed", timeout=180)
+        for text in expected:
+            assert text in failed["error"], (text, failed["error"][-3000:])
+        assert not wait_until_gone(ttlstate_processes_of(jvm), [])[0], describe(ttlstate_processes_of(jvm))
+        driver.send("exit")
     finally:
         driver.close()

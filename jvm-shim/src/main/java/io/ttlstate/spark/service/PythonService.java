@@ -124,6 +124,15 @@ public final class PythonService {
         return !stopped && process.isAlive();
     }
 
+    /** Why the service cannot be used: stopped, or exited with its code and the end of its stderr. */
+    public String whyUnusable() {
+        if (process.isAlive()) {
+            return "ttlstate store service " + this + " was stopped";
+        }
+        return String.format("ttlstate store service %s exited with code %d; its stderr ends with:%n%s", this,
+                process.exitValue(), stderrTail());
+    }
+
     /** Socket path of worker {@code index}. */
     public Path socketPath(int index) {
         return dir.resolve("w" + index + ".sock");

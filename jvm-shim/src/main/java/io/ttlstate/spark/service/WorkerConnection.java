@@ -93,7 +93,7 @@ public final class WorkerConnection implements Closeable {
         IOException last = null;
         do {
             if (!service.isUsable()) {
-                throw new IllegalStateException("ttlstate store service is not running: " + service);
+                throw new IllegalStateException(service.whyUnusable());
             }
             SocketChannel ch = null;
             WorkerConnection c = null;
