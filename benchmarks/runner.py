@@ -46,6 +46,11 @@ VARIANTS = {
     "rocksdb": ("RocksDB, changelog off", ROCKSDB, {ROCKSDB_CHANGELOG: "false"}),
     "hdfs": ("HDFS-backed", HDFS, {}),
 }
+# A custom metric only each provider reports: run() checks the query's state was kept by the
+# provider named (a benchmark that silently ran another provider compared it with itself:
+# ProviderBench did until fec6ed0, DESIGN 80).
+SERVED_BY_METRIC = {TTLSTATE: "ttlstateRoundTrips", ROCKSDB: "rocksdbCommitCompactLatency",
+                    HDFS: "loadedMapCacheHitCount"}
 DRIVER_MEMORY = os.environ.get("BENCH_DRIVER_MEMORY", "2g")
 # Extra JVM options for profiling runs (e.g. `-XX:StartFlightRecording=filename=...`); unset in `make bench`.
 DRIVER_JAVA_OPTIONS = os.environ.get("BENCH_DRIVER_JAVA_OPTIONS", "")
@@ -202,6 +207,15 @@ def summarize(progress: list[dict]) -> dict:
     }
 
 
+def check_served_by(provider: str, progress: list[dict]) -> None:
+    """Raises unless every state operator of the last batch reports `provider`'s own metric."""
+    metric = SERVED_BY_METRIC[provider]
+    ops = progress[-1].get("stateOperators", []) if progress else []
+    if not ops or not all(metric in op.get("customMetrics", {}) for op in ops):
+        raise RuntimeError(f"the query's state operators did not report {metric}: not served by {provider} "
+                           f"({[sorted(op.get('customMetrics', {})) for op in ops]})")
+
+
 def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Path, confs: dict | None = None) -> dict:
     from pyspark.sql import SparkSession
 
@@ -234,6 +248,7 @@ def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Pat
     cpu = sampler.cpu_seconds()
     sampler.cpu_samples.append((time.time(), *cpu))  # the last batch ends after the last sample
     progress = [p for p in q.recentProgress if p["numInputRows"] > 0]
+    check_served_by(provider, progress)
     result = summarize(progress)
     result["batch_cpu_s"] = batch_cpu(progress, sampler.cpu_samples)
     result.update({
