@@ -190,8 +190,8 @@ final class SlabCache {
             return findAt(key, hash, hash);
         }
         long prefixHash = prefixHash64(key);
-        boolean full = overflowed(runHome(prefixHash, MAX_PREFIX_RUNS - 1));
-        if (full) { // most keys of a prefix past its runs are placed by their own hash: look there first
+        if (overflowed(runHome(prefixHash, MAX_PREFIX_RUNS - 1))) {
+            // most keys of a prefix past its runs are placed by their own hash: look there first
             int slot = findAt(key, hash, hash);
             if (slot >= 0) {
                 return slot;
@@ -349,9 +349,8 @@ final class SlabCache {
                 long prefixHash = prefixHash64(key);
                 home = hash; // past the prefix's last run: its scans go to the worker now
                 slot = -1;
-                // once every run is marked, a new key goes by its own hash without walking them
-                for (int run = allRunsOverflowed(prefixHash) ? MAX_PREFIX_RUNS : 0; run < MAX_PREFIX_RUNS && slot < 0;
-                     run++) {
+                boolean full = allRunsOverflowed(prefixHash); // then a new key goes by its own hash at once
+                for (int run = 0; run < MAX_PREFIX_RUNS && slot < 0 && !full; run++) {
                     int h = runHome(prefixHash, run);
                     int at = emptySlot(h);
                     if (crowded(h, at)) {
