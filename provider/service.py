@@ -90,9 +90,10 @@ def worker_count(confs: dict[str, str]) -> int:
     return max(1, cores or os.cpu_count() or 1)
 
 
-# A worker that exits this soon after its start, this many times in a row, is failing at start-up
-# (a broken install, a socket it cannot use): restarting it forever would leave the JVM waiting
-# for a HELLO reply, so the service stops and the JVM reports why.
+# A worker that fails this soon after its start (exits with an error code: an exception at
+# start-up), this many times in a row, cannot start: restarting it forever would leave the JVM
+# waiting for a HELLO reply, so the service stops and the JVM reports why. A worker ended by a
+# signal does not count: the JVM kills one that exceeds `workerTimeout` (which may be 1 s).
 FAST_EXIT_S = 2.0
 MAX_FAST_EXITS = 5
 
@@ -159,7 +160,8 @@ class Supervisor:
             if pid and pid in self.pids:
                 index = self.pids.pop(pid)
                 lived = time.monotonic() - self.started.pop(pid)
-                self.fast_exits[index] = self.fast_exits[index] + 1 if lived < FAST_EXIT_S else 0
+                failed_at_start = lived < FAST_EXIT_S and os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0
+                self.fast_exits[index] = self.fast_exits[index] + 1 if failed_at_start else 0
                 if self.fast_exits[index] >= MAX_FAST_EXITS:
                     log.error("worker %d exited %d times in a row within %.0f s of its start (last: pid %d, "
                               "status %d); stopping the service (the log above says why it failed)",

@@ -428,3 +428,36 @@ def test_a_worker_that_keeps_failing_at_start_stops_the_service(tmp_path):
     assert not d.exists()
     assert not [c for c in psutil.Process().children(recursive=True) if c.pid != proc.pid
                 and c.status() != psutil.STATUS_ZOMBIE and "ttlstate.service" in " ".join(c.cmdline())]
+
+
+def test_workers_killed_soon_after_their_start_are_restarted_every_time():
+    """A kill is not a start-up failure: the JVM kills a worker past `workerTimeout`, which may be
+    1 s, so MAX_FAST_EXITS + 1 kills in a row, each within a second of the worker's start,
+    leave the service running and a new worker serving."""
+    from ttlstate.service import MAX_FAST_EXITS
+
+    svc = ServiceProcess(workers=1)
+    try:
+        killed = set()
+        for _ in range(MAX_FAST_EXITS + 1):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                workers = [c for c in psutil.Process(svc.pid).children()
+                           if c.pid not in killed and c.status() != psutil.STATUS_ZOMBIE]
+                if workers:
+                    break
+                time.sleep(0.02)
+            assert workers, "no new worker"
+            os.kill(workers[0].pid, signal.SIGKILL)
+            killed.add(workers[0].pid)
+        assert svc.proc.poll() is None
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert svc.connect(0).worker_pid not in killed
+                break
+            except (OSError, ConnectionError):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        svc.stop()

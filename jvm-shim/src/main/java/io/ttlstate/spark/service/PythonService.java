@@ -61,6 +61,8 @@ public final class PythonService {
     private final SparkEnv sparkEnv;
     private final Deque<String> stderrTail = new ArrayDeque<>();
     private final Thread shutdownHook;
+    /** Forwards the service's stderr (and keeps its tail); set once by {@link #handshake}. */
+    private volatile Thread stderrReader;
     private volatile int workers;
     private volatile long pid;
     private volatile long workerTimeoutMillis;
@@ -128,6 +130,14 @@ public final class PythonService {
     public String whyUnusable() {
         if (process.isAlive()) {
             return "ttlstate store service " + this + " was stopped";
+        }
+        Thread err = stderrReader;
+        if (err != null) {
+            try {
+                err.join(2000); // its last lines, which say why it stopped, may still be in the pipe
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
         }
         return String.format("ttlstate store service %s exited with code %d; its stderr ends with:%n%s", this,
                 process.exitValue(), stderrTail());
@@ -234,6 +244,7 @@ public final class PythonService {
     private void handshake(Map<String, String> ttlstateConfs, SparkEnv env) {
         CountDownLatch ready = new CountDownLatch(1);
         Thread err = daemon("ttlstate-service-stderr", () -> forwardStderr());
+        stderrReader = err;
         Thread out = daemon("ttlstate-service-stdout", () -> readStdout(ready));
         err.start();
         out.start();
