@@ -104,8 +104,7 @@ class Supervisor:
         self.timeout_ms = timeout_ms
         self.token = token
         self.listeners = []
-        self.pids: dict[int, int] = {}  # pid -> worker index
-        self.started: dict[int, float] = {}  # pid -> when it was forked (monotonic)
+        self.pids: dict[int, tuple[int, float]] = {}  # pid -> (worker index, when it was forked: monotonic)
         self.fast_exits = [0] * workers  # per worker index: exits in a row soon after a start
         self.stopping = threading.Event()
         for i in range(workers):
@@ -142,8 +141,7 @@ class Supervisor:
                 code = 1
             finally:
                 os._exit(code)
-        self.pids[pid] = index
-        self.started[pid] = time.monotonic()
+        self.pids[pid] = (index, time.monotonic())
         log.info("started worker %d as pid %d", index, pid)
 
     def run(self) -> bool:
@@ -158,8 +156,8 @@ class Supervisor:
             except ChildProcessError:
                 pid = 0
             if pid and pid in self.pids:
-                index = self.pids.pop(pid)
-                lived = time.monotonic() - self.started.pop(pid)
+                index, started = self.pids.pop(pid)
+                lived = time.monotonic() - started
                 failed_at_start = lived < FAST_EXIT_S and os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0
                 self.fast_exits[index] = self.fast_exits[index] + 1 if failed_at_start else 0
                 if self.fast_exits[index] >= MAX_FAST_EXITS:

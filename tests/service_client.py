@@ -23,6 +23,20 @@ def encode_records(w: p.Writer, records) -> p.Writer:
     return w
 
 
+# Run in the store service's interpreter before its main() (`service_code`): workers that cannot
+# start, as a broken install (ttlstate.worker does not import) or a worker failing as it starts.
+BROKEN_WORKER_SETUPS = {
+    "import": "sys.modules['ttlstate.worker'] = None",
+    "start": "import ttlstate.worker as w\ndef serve(*args):\n    raise RuntimeError('no worker starts')\n"
+             "w.serve = serve",
+}
+
+
+def service_code(setup: str) -> str:
+    """Python source that runs `setup`, then the store service's main() on sys.argv[1:]."""
+    return f"import sys\n{setup}\nfrom ttlstate.service import main\nsys.exit(main(sys.argv[1:]))"
+
+
 class ServiceProcess:
     """Starts `python -m ttlstate.service` like the shim does; stop() or EOF ends it."""
 

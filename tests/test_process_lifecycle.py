@@ -23,6 +23,8 @@ import time
 import psutil
 import pytest
 
+from service_client import BROKEN_WORKER_SETUPS, service_code
+
 pytestmark = pytest.mark.slow
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -246,20 +248,15 @@ BROKEN_INSTALL_DRIVER = textwrap.dedent("""
             break
 """)
 
-# The store service's interpreter with its workers broken: ttlstate.worker unimportable (a broken
-# install), or a worker that fails as it starts serving.
+# The store service's interpreter with its workers broken (service_client.BROKEN_WORKER_SETUPS).
 BROKEN_PYTHON = """#!/bin/sh
 if [ "$1" = "-m" ]; then shift 2; fi
-exec {python} -c "import sys
-{setup}
-from ttlstate.service import main
-sys.exit(main(sys.argv[1:]))" "$@"
+exec {python} -c "{code}" "$@"
 """
+# What the query's error says for each
 BROKEN = {
-    "import": ("sys.modules['ttlstate.worker'] = None",
-               ["exited with code 3 before it was ready", "cannot import the store worker (ttlstate.worker)"]),
-    "start": ("import ttlstate.worker as w\ndef serve(*a):\n    raise RuntimeError('no worker starts')\nw.serve = serve",
-              ["exited with code 4", "no worker starts", "times in a row"]),
+    "import": ["exited with code 3 before it was ready", "cannot import the store worker (ttlstate.worker)"],
+    "start": ["exited with code 4", "no worker starts", "times in a row"],
 }
 
 
@@ -268,16 +265,15 @@ def test_a_store_service_that_cannot_start_its_workers_fails_the_query(ttlstate_
     """The query fails with the service's own error, and no ttlstate process is left: before,
     its workers died at import or start and were restarted for as long as the JVM waited for a
     HELLO reply (the query's workerTimeout, 10 minutes by default)."""
-    setup, expected = BROKEN[broken]
     python = tmp_path / "python-with-broken-workers"
-    python.write_text(BROKEN_PYTHON.format(python=sys.executable, setup=setup))
+    python.write_text(BROKEN_PYTHON.format(python=sys.executable, code=service_code(BROKEN_WORKER_SETUPS[broken])))
     python.chmod(0o755)
     driver = Driver(tmp_path, BROKEN_INSTALL_DRIVER, env={"PYSPARK_PYTHON": str(python)})
     try:
         jvm = psutil.Process(driver.expect("started")["jvm_pid"])
         driver.remember([jvm])
         failed = driver.expect("failed", timeout=180)
-        for text in expected:
+        for text in BROKEN[broken]:
             assert text in failed["error"], (text, failed["error"][-3000:])
         assert not wait_until_gone(ttlstate_processes_of(jvm), [])[0], describe(ttlstate_processes_of(jvm))
         driver.send("exit")

@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from service_client import ServiceProcess, WorkerError
+from service_client import BROKEN_WORKER_SETUPS, ServiceProcess, WorkerError, service_code
 from ttlstate import protocol as p
 
 CONF = "spark.sql.streaming.stateStore.ttlstate."
@@ -383,9 +383,8 @@ def test_dead_worker_is_restarted_and_service_exits_on_stdin_eof(tmp_path):
 def _service_with(tmp_path, setup: str, workers: int = 1):
     """`python -m ttlstate.service` after `setup` ran in its interpreter (a real service process
     whose worker module was made to fail); its start-up lines written, stdin left open."""
-    code = f"import sys\n{setup}\nfrom ttlstate.service import main\nsys.exit(main(sys.argv[1:]))"
     d = tmp_path / "svc"
-    proc = subprocess.Popen([sys.executable, "-c", code, "--dir", str(d)], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", service_code(setup), "--dir", str(d)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.stdin.write(f"{'ab' * 32}\n{CONF}workers={workers}\n\n")
     proc.stdin.flush()
@@ -395,7 +394,7 @@ def _service_with(tmp_path, setup: str, workers: int = 1):
 def test_a_worker_module_that_cannot_be_imported_fails_the_start(tmp_path):
     """Imported before READY: a broken install ends the service at once with the import error,
     where every forked worker used to die and be restarted while the JVM waited for it."""
-    proc, d = _service_with(tmp_path, "sys.modules['ttlstate.worker'] = None  # import fails")
+    proc, d = _service_with(tmp_path, BROKEN_WORKER_SETUPS["import"])
     try:
         out, err = proc.communicate(timeout=60)
     finally:
@@ -411,10 +410,7 @@ def test_a_worker_that_keeps_failing_at_start_stops_the_service(tmp_path):
     service stops (exit code 4), its workers and directory gone, and says why."""
     from ttlstate.service import MAX_FAST_EXITS
 
-    setup = ("import ttlstate.worker as w\n"
-             "def serve(*args):\n    raise RuntimeError('this worker cannot start')\n"
-             "w.serve = serve")
-    proc, d = _service_with(tmp_path, setup, workers=2)
+    proc, d = _service_with(tmp_path, BROKEN_WORKER_SETUPS["start"], workers=2)
     try:
         ready = proc.stdout.readline().split()
         assert ready and ready[0] == "READY", (ready, proc.stderr.read())
@@ -423,7 +419,7 @@ def test_a_worker_that_keeps_failing_at_start_stops_the_service(tmp_path):
     finally:
         proc.kill()
         proc.stdin.close()
-    assert err.count("this worker cannot start") >= MAX_FAST_EXITS, err
+    assert err.count("no worker starts") >= MAX_FAST_EXITS, err
     assert f"exited {MAX_FAST_EXITS} times in a row" in err and "stopping the service" in err, err
     assert not d.exists()
     assert not [c for c in psutil.Process().children(recursive=True) if c.pid != proc.pid
