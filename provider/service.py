@@ -91,11 +91,34 @@ def worker_count(confs: dict[str, str]) -> int:
 
 
 # A worker that fails this soon after its start (exits with an error code: an exception at
-# start-up), this many times in a row, cannot start: restarting it forever would leave the JVM
-# waiting for a HELLO reply, so the service stops and the JVM reports why. A worker ended by a
-# signal does not count: the JVM kills one that exceeds `workerTimeout` (which may be 1 s).
+# start-up; or crashes: a fault in native code, an abort), this many times in a row, cannot
+# start: restarting it forever would leave the JVM waiting for a HELLO reply, so the service
+# stops and the JVM reports why. A kill does not count: the JVM kills (SIGKILL) a worker that
+# exceeds `workerTimeout`, which may be 1 s, and the service stops its workers with SIGTERM.
 FAST_EXIT_S = 2.0
 MAX_FAST_EXITS = 5
+CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE})
+
+
+def failed_at_start(status: int, lived_s: float) -> bool:
+    """Whether a worker that ended with wait status `status` after `lived_s` seconds failed to start."""
+    if lived_s >= FAST_EXIT_S:
+        return False
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status) != 0
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) in CRASH_SIGNALS
+
+
+def describe_exit(status: int) -> str:
+    """A wait status in words: 'exited with code 1', 'was killed by SIGSEGV'."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"was killed by {name}"
+    return f"exited with code {os.WEXITSTATUS(status)}"
 
 
 class Supervisor:
@@ -157,17 +180,15 @@ class Supervisor:
                 pid = 0
             if pid and pid in self.pids:
                 index, started = self.pids.pop(pid)
-                lived = time.monotonic() - started
-                failed_at_start = lived < FAST_EXIT_S and os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0
-                self.fast_exits[index] = self.fast_exits[index] + 1 if failed_at_start else 0
+                failed = failed_at_start(status, time.monotonic() - started)
+                self.fast_exits[index] = self.fast_exits[index] + 1 if failed else 0
                 if self.fast_exits[index] >= MAX_FAST_EXITS:
-                    log.error("worker %d exited %d times in a row within %.0f s of its start (last: pid %d, "
-                              "status %d); stopping the service (the log above says why it failed)",
-                              index, MAX_FAST_EXITS, FAST_EXIT_S, pid, status)
+                    log.error("worker %d failed %d times in a row within %.0f s of its start (last: pid %d %s); "
+                              "stopping the service (the log above says why it failed)",
+                              index, MAX_FAST_EXITS, FAST_EXIT_S, pid, describe_exit(status))
                     healthy = False
                     break
-                log.warning("worker %d (pid %d) exited with status %d; restarting it",
-                            index, pid, status)
+                log.warning("worker %d (pid %d) %s; restarting it", index, pid, describe_exit(status))
                 self.fork_worker(index)
             elif not pid:
                 self.stopping.wait(0.1)

@@ -29,6 +29,9 @@ BROKEN_WORKER_SETUPS = {
     "import": "sys.modules['ttlstate.worker'] = None",
     "start": "import ttlstate.worker as w\ndef serve(*args):\n    raise RuntimeError('no worker starts')\n"
              "w.serve = serve",
+    # A fault in native code as the worker starts (a broken extension module): SIGSEGV.
+    "crash": "import ttlstate.worker as w\ndef serve(*args):\n    import ctypes\n    ctypes.string_at(0)\n"
+             "w.serve = serve",
 }
 
 

@@ -958,7 +958,7 @@ class StderrDrain(threading.Thread):
                 self.lines += 1
                 if line.startswith("Traceback"):
                     self.tracebacks += 1
-                if ("Traceback" in line or "crashed" in line or "exited with status" in line) \
+                if ("Traceback" in line or "crashed" in line or "restarting it" in line) \
                         and len(self.samples) < 20:
                     self.samples.append(line.rstrip())
         except (ValueError, OSError):  # closed by ServiceProcess.stop()

@@ -257,6 +257,7 @@ exec {python} -c "{code}" "$@"
 BROKEN = {
     "import": ["exited with code 3 before it was ready", "cannot import the store worker (ttlstate.worker)"],
     "start": ["exited with code 4", "no worker starts", "times in a row"],
+    "crash": ["exited with code 4", "was killed by SIGSEGV", "times in a row"],
 }
 
 

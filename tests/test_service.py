@@ -405,12 +405,18 @@ def test_a_worker_module_that_cannot_be_imported_fails_the_start(tmp_path):
     assert not d.exists()
 
 
-def test_a_worker_that_keeps_failing_at_start_stops_the_service(tmp_path):
-    """A worker that exits right after each start is restarted MAX_FAST_EXITS - 1 times, then the
-    service stops (exit code 4), its workers and directory gone, and says why."""
+# What the service's stderr says at least MAX_FAST_EXITS times for each way a worker fails to start.
+FAILED_START_LINES = {"start": "no worker starts", "crash": "was killed by SIGSEGV"}
+
+
+@pytest.mark.parametrize("broken", sorted(FAILED_START_LINES))
+def test_a_worker_that_keeps_failing_at_start_stops_the_service(tmp_path, broken):
+    """A worker that fails right after each start (an exception; a native crash) is restarted
+    MAX_FAST_EXITS - 1 times, then the service stops (exit code 4), its workers and directory
+    gone, and says why."""
     from ttlstate.service import MAX_FAST_EXITS
 
-    proc, d = _service_with(tmp_path, BROKEN_WORKER_SETUPS["start"], workers=2)
+    proc, d = _service_with(tmp_path, BROKEN_WORKER_SETUPS[broken], workers=2)
     try:
         ready = proc.stdout.readline().split()
         assert ready and ready[0] == "READY", (ready, proc.stderr.read())
@@ -419,8 +425,8 @@ def test_a_worker_that_keeps_failing_at_start_stops_the_service(tmp_path):
     finally:
         proc.kill()
         proc.stdin.close()
-    assert err.count("no worker starts") >= MAX_FAST_EXITS, err
-    assert f"exited {MAX_FAST_EXITS} times in a row" in err and "stopping the service" in err, err
+    assert err.count(FAILED_START_LINES[broken]) >= MAX_FAST_EXITS, err
+    assert f"failed {MAX_FAST_EXITS} times in a row" in err and "stopping the service" in err, err
     assert not d.exists()
     assert not [c for c in psutil.Process().children(recursive=True) if c.pid != proc.pid
                 and c.status() != psutil.STATUS_ZOMBIE and "ttlstate.service" in " ".join(c.cmdline())]
@@ -457,3 +463,21 @@ def test_workers_killed_soon_after_their_start_are_restarted_every_time():
                 time.sleep(0.05)
     finally:
         svc.stop()
+
+
+@pytest.mark.parametrize("status, lived_s, failed", [
+    (1 << 8, 0.5, True),                     # an exception as it started
+    (0, 0.5, False),                         # a clean exit
+    (1 << 8, 5.0, False),                    # an error after it served for a while
+    (signal.SIGSEGV, 0.5, True),             # a native crash as it started
+    (signal.SIGABRT, 0.5, True),
+    (signal.SIGKILL, 0.5, False),            # the JVM's kill past workerTimeout
+    (signal.SIGTERM, 0.5, False),            # the service's own stop
+    (signal.SIGSEGV, 5.0, False),
+])
+def test_which_worker_exits_count_as_failed_starts(status, lived_s, failed):
+    from ttlstate.service import describe_exit, failed_at_start
+
+    assert failed_at_start(status, lived_s) is failed
+    assert describe_exit(status) == (f"was killed by {signal.Signals(status).name}" if status & 0x7f
+                                     else f"exited with code {status >> 8}")
