@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import sys
 import threading
 import time
@@ -207,6 +208,19 @@ def summarize(progress: list[dict]) -> dict:
     }
 
 
+_GC_SIZE = re.compile(r"\((\d+)([KMG])\)")
+_UNIT = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def peak_heap_committed(gc_log: pathlib.Path) -> int | None:
+    """The largest Java heap G1 had committed after any collection (`-Xlog:gc`'s "used->used(committed)"), bytes."""
+    try:
+        text = gc_log.read_text()
+    except OSError:
+        return None
+    return max((int(n) * _UNIT[u] for n, u in _GC_SIZE.findall(text)), default=None)
+
+
 def check_served_by(provider: str, progress: list[dict]) -> None:
     """Raises unless every state operator of the last batch reports `provider`'s own metric."""
     metric = SERVED_BY_METRIC[provider]
@@ -229,8 +243,9 @@ def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Pat
                .config("spark.local.dir", str(work / "spark-local"))
                .config(ttlstate.CONF_PREFIX + "checkpoint.localCacheDir", str(work / "ttlstate-cache"))
                .config(PROVIDER_KEY, provider))
-    if DRIVER_JAVA_OPTIONS:
-        builder = builder.config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
+    work.mkdir(parents=True, exist_ok=True)
+    gc_log = work / "gc.log"  # the JVM's heap as G1 sized it (peak_heap_committed)
+    builder = builder.config("spark.driver.extraJavaOptions", f"-Xlog:gc:file={gc_log} {DRIVER_JAVA_OPTIONS}".strip())
     for k, v in {**variant_confs, **(confs or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -255,6 +270,7 @@ def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Pat
         "workload": workload, "variant": variant, "label": label, "elapsed_s": elapsed,
         "checkpoint_bytes": _dir_bytes(checkpoint / "state"),
         "peak_jvm_rss": sampler.peak_jvm, "peak_python_pss": sampler.peak_python,
+        "peak_heap_committed": peak_heap_committed(gc_log),
         "cpu_jvm_s": cpu[0], "cpu_python_s": cpu[1],
         "jvm_pid": jvm_pid,
         "confs": {**variant_confs, **(confs or {})},

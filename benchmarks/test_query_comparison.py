@@ -99,7 +99,7 @@ def _ok(workload: str, variant: str) -> list[dict]:
 
 
 def _median_of(runs: list[dict], measure) -> float | None:
-    values = [measure(r) for r in runs]
+    values = [v for v in map(measure, runs) if v is not None]
     return statistics.median(values) if values else None
 
 
@@ -185,7 +185,7 @@ def write_report() -> None:
             failed = [r["failed"] for r in all_runs if "failed" in r]
             if not runs:
                 if failed:
-                    rows.append([label, f"failed ({len(failed)} of {len(all_runs)}): {failed[0]}"] + ["–"] * 10)
+                    rows.append([label, f"failed ({len(failed)} of {len(all_runs)}): {failed[0]}"] + ["–"] * 11)
                 continue
             med = lambda m: _median_of(runs, m)  # noqa: E731
             rows.append([label + (f" ({len(failed)} of {len(all_runs)} runs failed)" if failed else ""),
@@ -195,12 +195,13 @@ def write_report() -> None:
                          report.fmt(med(lambda r: r["median_commit_ms"])),
                          report.mib(med(lambda r: r["checkpoint_bytes"])),
                          report.mib(med(lambda r: r["peak_jvm_rss"])),
+                         report.mib(med(lambda r: r.get("peak_heap_committed"))),
                          report.mib(med(lambda r: r["peak_python_pss"])),
                          _spread(runs, _memory, lambda x: report.mib(x)),
                          f"{med(lambda r: r['cpu_jvm_s']):,.0f} + {med(lambda r: r['cpu_python_s']):,.0f}",
                          report.fmt(med(lambda r: r["state_rows"])), str(len(runs))])
         out.append(report.table(["provider", "rows/s", "ttlstate ÷ it (rows/s)", "median batch ms",
-                                 "median commit ms", "checkpoint MiB", "peak JVM RSS MiB",
+                                 "median commit ms", "checkpoint MiB", "peak JVM RSS MiB", "of it Java heap (G1) MiB",
                                  "peak ttlstate Python PSS MiB", "JVM + Python MiB", "CPU s, JVM + Python",
                                  "state rows at end", "runs"], rows) + "\n")
         growth = [g for g in (_growth(runner.VARIANTS[v][0], _median_run(_ok(workload, v))) for v in SELECTED_VARIANTS) if g]
@@ -227,8 +228,10 @@ def write_report() -> None:
                        f"{report.fmt(c.get('ttlstateCacheMisses'))} by the worker.{note}\n")
             out.append(f"Memory of that run: peak JVM RSS {report.mib(rep['peak_jvm_rss'])} MiB, of which the "
                        f"value cache and key filter held at most {report.mib(rep.get('peak_cache_bytes'))} MiB "
-                       f"(`ttlstateCacheBytes`; the rest is Spark's JVM and the heap G1 keeps around the live "
-                       f"set, DESIGN 51); ttlstate's Python processes {report.mib(rep['peak_python_pss'])} MiB "
+                       f"(`ttlstateCacheBytes`; the cache's slabs outside the Java heap, its index and the key "
+                       f"filter in it) and G1 had committed at most {report.mib(rep.get('peak_heap_committed'))} MiB "
+                       f"of Java heap (the heap G1 keeps around Spark's and ttlstate's live objects, sized by "
+                       f"its pause-time goal: DESIGN 51, 83); ttlstate's Python processes {report.mib(rep['peak_python_pss'])} MiB "
                        f"of PSS, of which the stores reported at most "
                        f"{report.mib(rep.get('peak_store_memory_bytes'))} MiB of memtables and table readers "
                        f"(`memoryUsedBytes`; the data blocks in each worker's shared block cache, which with the "
