@@ -153,14 +153,22 @@ def testfs_jar():
 
 
 def pytest_configure(config):
-    """One local checkpoint cache for the test run (sessions built by `streaming.session_builder`
-    and subprocesses inherit it), deleted afterwards, so tests leave nothing in /tmp."""
+    """One directory for the test run's temporary files, deleted afterwards, so tests leave
+    nothing in /tmp: the local checkpoint cache of sessions built by `streaming.session_builder`
+    (`TTLSTATE_TEST_CACHE_DIR`), and `java.io.tmpdir` of every JVM the tests start
+    (`JDK_JAVA_OPTIONS`, which the `java` launcher reads): Spark's local and artifact dirs,
+    lz4-java's library, ttlstate's default cache dir, which a JVM that a test kills, or a server
+    started as the README says, would otherwise leave in /tmp. Subprocesses inherit both."""
     if "TTLSTATE_TEST_CACHE_DIR" not in os.environ:
-        config._ttlstate_cache = os.environ["TTLSTATE_TEST_CACHE_DIR"] = tempfile.mkdtemp(
-            prefix="ttlstate-test-cache-")
+        run = config._ttlstate_run_dir = tempfile.mkdtemp(prefix="ttlstate-test-")
+        cache, jvm_tmp = os.path.join(run, "cache"), os.path.join(run, "jvm")
+        os.mkdir(cache)
+        os.mkdir(jvm_tmp)
+        os.environ["TTLSTATE_TEST_CACHE_DIR"] = cache
+        os.environ["JDK_JAVA_OPTIONS"] = f"{os.environ.get('JDK_JAVA_OPTIONS', '')} -Djava.io.tmpdir={jvm_tmp}".strip()
 
 
 def pytest_unconfigure(config):
-    path = getattr(config, "_ttlstate_cache", None)
+    path = getattr(config, "_ttlstate_run_dir", None)
     if path:
         shutil.rmtree(path, ignore_errors=True)
