@@ -66,6 +66,13 @@ ENTRIES: tuple[Setting, ...] = (
         "no longer retained are deleted by maintenance. Default: "
         "`<java.io.tmpdir>/ttlstate-cache-<user>`.",
         "store"),
+    Setting(
+        "checkpoint.localCacheMaxAge", values.duration_between(0, 3650 * 24 * 3_600_000, "0 to 3650d"), "7d",
+        "A store's directory in the local checkpoint cache that no store has used for this "
+        "long (its query stopped or deleted) is deleted by the next maintenance of a store "
+        "that uses the same cache directory (each JVM looks at most once an hour); a store "
+        "loaded again later downloads its files again. `0` keeps every directory.",
+        "store"),
 )
 
 ENTRIES += (

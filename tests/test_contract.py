@@ -472,6 +472,45 @@ def test_local_cache_serves_a_second_provider_and_a_lost_cache_downloads(js, tmp
     assert m["ttlstateDownloadedBytes"] > 0, m
 
 
+MAX_AGE_KEY = "spark.sql.streaming.stateStore.ttlstate.checkpoint.localCacheMaxAge"
+
+
+@pytest.mark.parametrize("max_age, swept", [("7d", True), ("0", False)])
+def test_maintenance_sweeps_cache_dirs_no_store_used_for_max_age(js, tmp_path, max_age, swept):
+    """The local cache's store directories unused for `localCacheMaxAge` (a query gone long
+    ago) are deleted by a maintenance of any store with the same cache root; the store's own,
+    recently used ones and names that are not a store's are kept; 0 keeps everything."""
+    cache = tmp_path / "cache"
+    week_ago = time.time() - 8 * 24 * 3600
+
+    def store_dir(name, mtime=None):
+        d = cache / name
+        (d / "sst").mkdir(parents=True)
+        (d / "sst" / "000001-0123456789abcdef.sst").write_bytes(b"x" * 100)
+        (d / "1.changelog#100#1").write_bytes(b"y" * 100)
+        if mtime:
+            os.utime(d, (mtime, mtime))
+        return d
+
+    gone = store_dir("0_3_default_0123456789abcdef", week_ago)  # its query stopped 8 days ago
+    recent = store_dir("1_0_left-keyToNumValues_fedcba9876543210")  # used now
+    other = store_dir("notes", week_ago)  # not a store's: never ours to delete
+    root = new_root(tmp_path)
+    p = js.provider(root, conf=js.store_conf(**{MAX_AGE_KEY: max_age}))
+    for v in range(3):
+        s = js.get_store(p, v)
+        js.put(s, "k", v, v)
+        s.commit()
+    own = [d for d in cache.iterdir() if d.name.startswith("0_0_default_")]
+    os.utime(own[0], (week_ago, week_ago))  # marked used again by the maintenance itself
+    p.doMaintenance()
+    assert gone.exists() is not swept
+    assert recent.exists() and other.exists() and own[0].exists()
+    assert len(own) == 1 and any(own[0].iterdir())
+    p.close()
+    assert js.data(js.get_store(js.provider(root), 3)) == {("k", v): v for v in range(3)}
+
+
 def test_failed_upload_fails_the_commit_and_leaves_no_version(js, tmp_path):
     root = new_root(tmp_path)
     p = js.provider(root, conf=js.store_conf(**{MODE_KEY: "snapshot"}))

@@ -5,7 +5,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.LinkOption;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.FileTime;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
@@ -13,7 +15,9 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 
 import io.ttlstate.spark.service.LocalFiles;
 import org.apache.hadoop.fs.FileStatus;
@@ -28,7 +32,9 @@ import org.slf4j.LoggerFactory;
  * changelogs by {@code <name>#<length>#<mtime>} of their checkpoint file, because format v1
  * rewrites a changelog when a batch is re-run. Entries appear atomically (written to
  * {@code tmp/}, then moved), so a reader never sees half a file; several providers of one
- * store (a restarted query) may share the directory. Thread-safe.
+ * store (a restarted query) may share the directory. A store directory no store has used for
+ * {@code checkpoint.localCacheMaxAge} is deleted by a sweep of its root ({@link #sweepUnused}).
+ * Thread-safe.
  */
 final class LocalFileCache {
     private static final Logger LOG = LoggerFactory.getLogger(LocalFileCache.class);
@@ -36,6 +42,12 @@ final class LocalFileCache {
     private static final String TMP_DIR = "tmp";
     /** A temp file this old is a leftover of a crashed JVM. */
     private static final long STALE_TMP_MILLIS = TimeUnit.DAYS.toMillis(1);
+    /** How {@link #forStore} names a store's directory: {@code <op>_<part>_<store>_<16 hex digits>}. */
+    private static final Pattern STORE_DIR = Pattern.compile("\\d+_\\d+_.+_[0-9a-f]{16}");
+    /** A JVM sweeps a cache root at most this often. */
+    static final long SWEEP_INTERVAL_MILLIS = TimeUnit.HOURS.toMillis(1);
+    /** Per cache root: when this JVM last swept it. */
+    private static final ConcurrentHashMap<Path, Long> LAST_SWEEP = new ConcurrentHashMap<>();
 
     /** Fetches a checkpoint file into a local path; returns its length. */
     interface Downloader {
@@ -154,6 +166,59 @@ final class LocalFileCache {
                 LocalFiles.deleteQuietly(tmp);
             }
         }
+    }
+
+    /** Marks the store's directory used now (its modification time), so no sweep takes it. */
+    void markUsed() {
+        try {
+            Files.createDirectories(dir);
+            Files.setLastModifiedTime(dir, FileTime.fromMillis(System.currentTimeMillis()));
+        } catch (IOException e) {
+            LOG.debug("Cannot mark the local checkpoint cache {} used", dir, e);
+        }
+    }
+
+    /**
+     * Deletes the other store directories under this cache's root that no store has used for
+     * {@code maxAgeMillis} (by their modification time: {@link #markUsed}, or an entry added or
+     * removed); a JVM sweeps a root at most once per {@link #SWEEP_INTERVAL_MILLIS}, and never
+     * with {@code maxAgeMillis} 0. Only names of store directories are considered; a failure is
+     * logged, never thrown (the cache is only a cache). Returns how many it deleted.
+     */
+    int sweepUnused(long maxAgeMillis) {
+        Path root = dir.getParent();
+        long now = System.currentTimeMillis();
+        if (maxAgeMillis <= 0 || root == null || !claimSweep(root, now)) {
+            return 0;
+        }
+        int deleted = 0;
+        try {
+            for (Path p : entries(root)) {
+                if (!p.equals(dir) && STORE_DIR.matcher(p.getFileName().toString()).matches()
+                        && Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS) && modifiedBefore(p, now - maxAgeMillis)) {
+                    LocalFiles.deleteQuietly(p);
+                    if (!Files.exists(p, LinkOption.NOFOLLOW_LINKS)) {
+                        deleted++;
+                    }
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            LOG.warn("Cannot sweep the local checkpoint cache {} of unused store directories (ignored)", root, e);
+        }
+        if (deleted > 0) {
+            LOG.info("Deleted {} store directories no store used for {} s from the local checkpoint cache {} "
+                    + "(checkpoint.localCacheMaxAge)", deleted, maxAgeMillis / 1000, root);
+        }
+        return deleted;
+    }
+
+    /** Whether this thread is the one to sweep {@code root} now. */
+    private static boolean claimSweep(Path root, long now) {
+        Long last = LAST_SWEEP.get(root);
+        if (last == null) {
+            return LAST_SWEEP.putIfAbsent(root, now) == null;
+        }
+        return now - last >= SWEEP_INTERVAL_MILLIS && LAST_SWEEP.replace(root, last, now);
     }
 
     /** Drops an entry (a file the worker found damaged). */

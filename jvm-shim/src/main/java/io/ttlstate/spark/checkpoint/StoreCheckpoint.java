@@ -43,6 +43,8 @@ public final class StoreCheckpoint {
     /** The SSTs each manifest references, by {@link LocalFileCache#key}, so each is asked for once. */
     private final Map<String, List<CheckpointRequests.Sst>> manifestSsts = new ConcurrentHashMap<>();
     private volatile LocalFileCache cache;
+    /** {@code checkpoint.localCacheMaxAge} (0: keep every store directory). */
+    private volatile long cacheMaxAgeMillis;
     /** Guarded by the {@code RemoteStore}'s monitor. */
     private Set<String> uploadedSsts = Set.of();
 
@@ -62,17 +64,20 @@ public final class StoreCheckpoint {
 
     /**
      * Uses the local cache under {@code localCacheDir} (the store's resolved setting; null:
-     * {@link LocalFileCache#defaultRoot}).
+     * {@link LocalFileCache#defaultRoot}), marking the store's directory used; cleanups sweep
+     * the root of directories unused for {@code maxAgeMillis} (0: never).
      */
-    public void useCacheDir(String localCacheDir) throws IOException {
+    public void useCacheDir(String localCacheDir, long maxAgeMillis) throws IOException {
         java.nio.file.Path cacheRoot = localCacheDir == null ? LocalFileCache.defaultRoot()
                 : java.nio.file.Path.of(localCacheDir);
         LocalFileCache c = cache;
         LocalFileCache wanted = LocalFileCache.forStore(cacheRoot, storeId, files.qualifiedLocation());
         if (c == null || !c.dir().equals(wanted.dir())) {
-            cache = wanted;
+            cache = c = wanted;
             LOG.debug("Local checkpoint cache of {}: {}", files.store(), wanted);
         }
+        cacheMaxAgeMillis = maxAgeMillis;
+        c.markUsed();
     }
 
     /** The local cache's directory, for logs. */
@@ -438,6 +443,8 @@ public final class StoreCheckpoint {
             Set<String> liveSsts = sstListing.ssts.values().stream().filter(st -> !deleted.contains(st.getPath()))
                     .map(st -> st.getPath().getName()).collect(Collectors.toSet());
             pruned = c.prune(liveKeys, liveSsts, listedAt);
+            c.markUsed();
+            c.sweepUnused(cacheMaxAgeMillis);
         }
         if (!deleted.isEmpty() || pruned > 0) {
             LOG.info("Cleanup of {} (keeping versions from {}): deleted {} checkpoint files{}, {} local cache entries",

@@ -350,7 +350,7 @@ public final class RemoteStore {
         c.timeoutMillis(settings.workerTimeoutMillis);
         TransferPool.ensureThreads(settings.transferThreads);
         try {
-            checkpoint.useCacheDir(settings.localCacheDir);
+            checkpoint.useCacheDir(settings.localCacheDir, settings.localCacheMaxAgeMillis);
         } catch (IOException e) {
             throw new UncheckedIOException("Cannot set up the local checkpoint cache of " + this, e);
         }

@@ -16,6 +16,8 @@ final class StoreSettings {
     final int transferThreads;
     /** null: the default local cache root (see {@code StoreCheckpoint.useCacheDir}). */
     final String localCacheDir;
+    /** Store directories of the local cache unused this long are swept (0: never). */
+    final long localCacheMaxAgeMillis;
     /** The JVM's value cache budget, shared by all stores of the executor (0: no cache). */
     final long cacheMaxBytes;
     /** Whether lookups of absent keys consult a Bloom filter of the version's keys. */
@@ -40,6 +42,7 @@ final class StoreSettings {
         snapshotMode = "snapshot".equalsIgnoreCase(required(resolved, "checkpoint.mode"));
         transferThreads = (int) number(resolved, "checkpoint.transferThreads");
         localCacheDir = resolved.get("checkpoint.localCacheDir"); // absent: the default directory
+        localCacheMaxAgeMillis = number(resolved, "checkpoint.localCacheMaxAge");
         cacheMaxBytes = number(resolved, "cache.maxBytes");
         keyFilter = flag(resolved, "keyFilter.enabled");
         ttlMs = number(resolved, "ttl.ms");
