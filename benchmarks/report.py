@@ -6,6 +6,7 @@ import datetime
 import os
 import pathlib
 import platform
+import shlex
 import subprocess
 
 RESULTS_DIR = pathlib.Path(os.environ.get("BENCH_RESULTS", pathlib.Path(__file__).parent / "results"))
@@ -25,7 +26,7 @@ def machine() -> str:
 def knobs(*names: str) -> str:
     """The benchmark knobs (environment variables) among `names` this run set, as a command
     prefix ("" if none): a report says how it was narrowed."""
-    return "".join(f"{n}={os.environ[n]} " for n in names if os.environ.get(n))
+    return "".join(f"{n}={shlex.quote(os.environ[n])} " for n in names if os.environ.get(n))
 
 
 def fmt(v, digits=0) -> str:

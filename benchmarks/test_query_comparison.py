@@ -9,7 +9,8 @@ The report gives each measure's median over the rounds and the spread (min-max) 
 and memory. Writes `benchmarks/results/comparison.md` and `comparison.png` after every run
 (a partial run leaves a partial table). Knobs: BENCH_SCALE (rows per batch, default 1.0),
 BENCH_BATCHES (default 20), BENCH_ROUNDS, BENCH_WORKLOADS and BENCH_VARIANTS (comma-separated
-names), BENCH_DRIVER_MEMORY (default 2g). A run that fails (e.g. an OutOfMemoryError) is
+names), BENCH_DRIVER_MEMORY (default 2g), BENCH_DRIVER_JAVA_OPTIONS (e.g. `-Xms2g
+-XX:+AlwaysPreTouch`: both providers with the same resident heap, DESIGN 83). A run that fails (e.g. an OutOfMemoryError) is
 reported as failed. Timings are reported, never asserted.
 """
 
@@ -157,7 +158,7 @@ def _memory(r: dict) -> int:
 
 def write_report() -> None:
     out = [f"# ttlstate vs Spark's state store providers: queries\n",
-           f"Command: `make bench` (this part: `{report.knobs('BENCH_WORKLOADS', 'BENCH_VARIANTS', 'BENCH_ROUNDS', 'BENCH_BATCHES', 'BENCH_SCALE')}"
+           f"Command: `make bench` (this part: `{report.knobs('BENCH_WORKLOADS', 'BENCH_VARIANTS', 'BENCH_ROUNDS', 'BENCH_BATCHES', 'BENCH_SCALE', 'BENCH_DRIVER_MEMORY', 'BENCH_DRIVER_JAVA_OPTIONS')}"
            f"python -m pytest benchmarks/test_query_comparison.py --benchmark-only -s`). {report.machine()}.\n",
            f"Every run: `local[2]`, 4 shuffle partitions, driver memory {runner.DRIVER_MEMORY}, its own "
            f"process and JVM, {workloads.BATCHES} batches of one generated JSON file each "
