@@ -27,6 +27,7 @@ BAD_VALUES = {
     "checkpoint.mode": ("diff", ["changelog", "snapshot"]),
     "checkpoint.transferThreads": ("1000", ["integer from 1 to 64"]),
     "checkpoint.localCacheDir": ("relative/dir", ["absolute local directory path"]),
+    "checkpoint.localCacheMaxAge": ("4000d", ["duration from 0 to 3650d"]),
     "cache.maxBytes": ("lots", ["size from 0 to", "64m"]),
     "keyFilter.enabled": ("maybe", ["true or false"]),
     "latencyTracking.enabled": ("sure", ["true or false"]),
