@@ -33,6 +33,8 @@ BROKEN_WORKER_SETUPS = {
     "crash": "import ttlstate.worker as w\ndef serve(*args):\n    import ctypes\n    ctypes.string_at(0)\n"
              "w.serve = serve",
 }
+# What the service's stderr says of each failed start of a worker broken as BROKEN_WORKER_SETUPS does.
+FAILED_START_LINES = {"start": "no worker starts", "crash": "was killed by SIGSEGV"}
 
 
 def service_code(setup: str) -> str:

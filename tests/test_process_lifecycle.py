@@ -23,7 +23,7 @@ import time
 import psutil
 import pytest
 
-from service_client import BROKEN_WORKER_SETUPS, service_code
+from service_client import BROKEN_WORKER_SETUPS, FAILED_START_LINES, service_code
 
 pytestmark = pytest.mark.slow
 
@@ -256,8 +256,7 @@ exec {python} -c "{code}" "$@"
 # What the query's error says for each
 BROKEN = {
     "import": ["exited with code 3 before it was ready", "cannot import the store worker (ttlstate.worker)"],
-    "start": ["exited with code 4", "no worker starts", "times in a row"],
-    "crash": ["exited with code 4", "was killed by SIGSEGV", "times in a row"],
+    **{broken: ["exited with code 4", line, "times in a row"] for broken, line in FAILED_START_LINES.items()},
 }
 
 

@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from service_client import BROKEN_WORKER_SETUPS, ServiceProcess, WorkerError, service_code
+from service_client import BROKEN_WORKER_SETUPS, FAILED_START_LINES, ServiceProcess, WorkerError, service_code
 from ttlstate import protocol as p
 
 CONF = "spark.sql.streaming.stateStore.ttlstate."
@@ -403,10 +403,6 @@ def test_a_worker_module_that_cannot_be_imported_fails_the_start(tmp_path):
     assert "READY" not in out
     assert "cannot import the store worker (ttlstate.worker)" in err and "import of ttlstate.worker halted" in err, err
     assert not d.exists()
-
-
-# What the service's stderr says at least MAX_FAST_EXITS times for each way a worker fails to start.
-FAILED_START_LINES = {"start": "no worker starts", "crash": "was killed by SIGSEGV"}
 
 
 @pytest.mark.parametrize("broken", sorted(FAILED_START_LINES))
