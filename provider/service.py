@@ -97,6 +97,10 @@ def worker_count(confs: dict[str, str]) -> int:
 # exceeds `workerTimeout`, which may be 1 s, and the service stops its workers with SIGTERM.
 FAST_EXIT_S = 2.0
 MAX_FAST_EXITS = 5
+# The service's exit codes besides 0 (the JVM reports them with the end of the service's stderr).
+EXIT_INVALID_CONF = 2
+EXIT_NO_WORKER_MODULE = 3  # ttlstate.worker does not import
+EXIT_WORKERS_CANNOT_START = 4  # a worker failed MAX_FAST_EXITS times in a row as it started
 CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE})
 
 
@@ -128,7 +132,7 @@ class Supervisor:
         self.token = token
         self.listeners = []
         self.pids: dict[int, tuple[int, float]] = {}  # pid -> (worker index, when it was forked: monotonic)
-        self.fast_exits = [0] * workers  # per worker index: exits in a row soon after a start
+        self.fast_exits = [0] * workers  # per worker index: failed starts in a row (failed_at_start)
         self.stopping = threading.Event()
         for i in range(workers):
             path = os.path.join(service_dir, f"w{i}.sock")
@@ -238,12 +242,12 @@ def main(argv=None):
         timeout_ms = worker_timeout_ms(confs)
     except InvalidConfError as e:
         print(f"{e.error_class}: {e}", file=sys.stderr, flush=True)
-        return 2
+        return EXIT_INVALID_CONF
     try:  # before READY, and inherited by every worker: a broken install fails the start at once
         from . import worker  # noqa: F401
     except Exception:  # noqa: BLE001 - any import failure: the JVM shows this traceback
         log.exception("cannot import the store worker (ttlstate.worker)")
-        return 3
+        return EXIT_NO_WORKER_MODULE
     os.makedirs(args.dir, mode=0o700, exist_ok=True)
     os.chmod(args.dir, 0o700)
     _return_freed_memory()
@@ -256,7 +260,7 @@ def main(argv=None):
     threading.Thread(target=on_stdin_eof, name="stdin-watch", daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: sup.stopping.set())
     signal.signal(signal.SIGINT, lambda *_: sup.stopping.set())
-    return 0 if sup.run() else 4
+    return 0 if sup.run() else EXIT_WORKERS_CANNOT_START
 
 
 if __name__ == "__main__":
