@@ -202,25 +202,34 @@ def loss_references(cluster_spark, tmp_path_factory):
     return refs
 
 
-def _kill_during_stateful_stage(spark, api, query, from_batch: int, timeout_s: float = 240):
+def _kill_during_stateful_stage(spark, api, query, from_batch: int, with_service: bool,
+                                timeout_s: float = 240):
     """SIGKILLs the executor of a running task of a stateful stage of `query`, in batch
-    `from_batch` or a later one; returns (batch, executor, its store service pids)."""
+    `from_batch` or a later one; returns (batch, executor, its store service pids).
+
+    With `with_service`, only an executor whose store service has started counts: an
+    executor that replaced a killed one starts its service with its first store, so
+    for a moment it can run a stateful task without one."""
     app_id = spark.sparkContext.applicationId
 
     def running_task():
         if not query.isActive:
             raise AssertionError("the query ended before an executor could be killed")
+        executors = {e.executor_id: e for e in cl.executors(app_id)}
         for batch, stage_id in api.active_stages(str(query.runId)):
             if batch < from_batch:
                 continue
             for t in api.running_tasks(stage_id, cl.SHUFFLE_PARTITIONS):
-                return batch, t["executorId"]
+                victim = executors.get(t["executorId"])
+                if victim is None:
+                    continue
+                services = cl.store_services(victim.pid)
+                if services or not with_service:
+                    return batch, victim, services
         return None
 
-    batch, executor_id = cl.wait_until(running_task, timeout_s, "a running stateful task",
-                                       interval_s=0.02)
-    victim = {e.executor_id: e for e in cl.executors(app_id)}[executor_id]
-    services = cl.store_services(victim.pid)
+    batch, victim, services = cl.wait_until(running_task, timeout_s, "a running stateful task",
+                                            interval_s=0.02)
     cl.kill(victim.pid)
     return batch, victim, services
 
@@ -236,7 +245,8 @@ def test_executor_loss_mid_batch(cluster_spark, candidate, loss_references, tmp_
     q = st.start_query(spark, candidate, c.build_df, c.mode, c.full, tmp_path / "ck",
                        sink="foreach_batch")
     from_batch = 1 + run % 3
-    batch, victim, services = _kill_during_stateful_stage(spark, api, q.query, from_batch)
+    batch, victim, services = _kill_during_stateful_stage(
+        spark, api, q.query, from_batch, with_service=candidate == st.TTLSTATE)
     result = q.result()
 
     assert result.batches == reference.batches, (
