@@ -135,6 +135,64 @@ def test_prefix_iteration_in_chunks_tolerates_writes(svc, tmp_path):
     assert c.items(t, b"p2/") == [(b"p2/1", b"y")]
 
 
+def _open_scan(c, t, chunk: int) -> tuple[int, list[bytes]]:
+    """ITER_OPEN on transaction `t`: (iterator handle, 0 once done; the first chunk's keys)."""
+    r = c.call(p.request(p.ITER_OPEN, t).bytes(b"").u32(chunk).u8(p.ITER_PAIRS))
+    return _scan_chunk(r, r.u32())
+
+
+def _next_scan(c, handle: int, chunk: int) -> tuple[int, list[bytes]]:
+    return _scan_chunk(c.call(p.request(p.ITER_NEXT, handle).u32(chunk)), handle)
+
+
+def _scan_chunk(r, handle: int) -> tuple[int, list[bytes]]:
+    last = r.bool()
+    keys = []
+    for _ in range(r.u32()):
+        keys.append(r.bytes())
+        r.bytes()
+    return (0 if last else handle), keys
+
+
+def _stored_keys(c, h, version) -> list[bytes]:
+    t = c.begin(h, version, read_only=True)
+    keys = [k for k, _ in c.items(t)]
+    c.call(p.request(p.ABORT, t))
+    return keys
+
+
+def test_writes_during_a_scan_of_the_keys_it_hands_out_count_keys_exactly(svc, tmp_path):
+    """A join's eviction: a scan of the write transaction hands keys out and the JVM removes
+    or rewrites some, without presence hints (its cache could not keep them). The key count
+    stays exact when a key was removed and written again, removed before the scan (pinned
+    at its start) reached it, or written several times in one batch (DESIGN 85)."""
+    c, h = _store(svc)
+    keys = [b"k%02d" % i for i in range(12)]
+    _commit(c, h, 1, [(k, b"v") for k in keys], str(tmp_path / "1.changelog"))
+    t = c.begin(h, 1)
+    handle, seen = _open_scan(c, t, 2)
+    assert seen == keys[:2]
+    c.write(t, [(b"k00", None)])             # handed out, then removed
+    c.write(t, [(b"k00", b"again")])         # then written again: absent before this put
+    c.write(t, [(b"k05", None)])             # not handed out yet; the scan may still show it
+    while handle:
+        handle, chunk = _next_scan(c, handle, 2)
+        seen += chunk
+        # the eviction's pattern: a key handed out is removed (no hint from the JVM)
+        c.write(t, [(k, None) for k in chunk if k in (b"k02", b"k03", b"k05", b"k08")])
+        if b"k02" in chunk:
+            c.write(t, [(b"k02", b"back")])  # removed in the batch before: absent
+        if b"k09" in chunk:
+            c.write(t, [(b"k09", b"over"), (b"k09", None), (b"k09", b"x")])  # one batch
+    assert set(seen) >= set(keys) - {b"k05"}
+    c.write(t, [(b"new", b"n")])
+    expected = sorted((set(keys) - {b"k03", b"k05", b"k08"}) | {b"new"})
+    assert c.stats(t)[0] == len(expected)
+    num_keys, _, _ = c.commit(t, 2, str(tmp_path / "2.changelog"))
+    assert num_keys == len(expected)
+    assert _stored_keys(c, h, 2) == expected
+
+
 def _commit(c, h, version, records, path):
     t = c.begin(h, version - 1)
     c.write(t, records)
