@@ -42,6 +42,21 @@ def service_code(setup: str) -> str:
     return f"import sys\n{setup}\nfrom ttlstate.service import main\nsys.exit(main(sys.argv[1:]))"
 
 
+def start_service(directory: str, token: bytes, workers: int, confs: dict | None = None,
+                  setup: str | None = None) -> subprocess.Popen:
+    """`python -m ttlstate.service --dir directory` with its start-up lines written as the shim
+    writes them (token, confs, an empty line), stdin left open; with `setup`, that code runs in
+    its interpreter first (`service_code`)."""
+    code = ["-m", "ttlstate.service"] if setup is None else ["-c", service_code(setup)]
+    proc = subprocess.Popen([sys.executable, *code, "--dir", directory], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = [token.hex()] + [f"{k}={v}" for k, v in (confs or {}).items()]
+    lines += [f"spark.sql.streaming.stateStore.ttlstate.workers={workers}", ""]
+    proc.stdin.write("\n".join(lines) + "\n")
+    proc.stdin.flush()
+    return proc
+
+
 class ServiceProcess:
     """Starts `python -m ttlstate.service` like the shim does; stop() or EOF ends it."""
 
@@ -49,13 +64,7 @@ class ServiceProcess:
         self.parent = tempfile.mkdtemp(prefix="ttlstate-test-")
         self.dir = os.path.join(self.parent, "svc")
         self.token = secrets.token_bytes(32)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ttlstate.service", "--dir", self.dir],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        lines = [self.token.hex()] + [f"{k}={v}" for k, v in (confs or {}).items()]
-        lines += [f"spark.sql.streaming.stateStore.ttlstate.workers={workers}", ""]
-        self.proc.stdin.write("\n".join(lines) + "\n")
-        self.proc.stdin.flush()
+        self.proc = start_service(self.dir, self.token, workers, confs)
         ready = self.proc.stdout.readline().split()
         if not ready or ready[0] != "READY":
             raise RuntimeError(f"service did not start: {ready} {self.proc.stderr.read()}")

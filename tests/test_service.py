@@ -4,14 +4,12 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import psutil
 import pytest
 
-from service_client import BROKEN_WORKER_SETUPS, FAILED_START_LINES, ServiceProcess, WorkerError, service_code
+from service_client import BROKEN_WORKER_SETUPS, FAILED_START_LINES, ServiceProcess, WorkerError, start_service
 from ttlstate import protocol as p
 
 CONF = "spark.sql.streaming.stateStore.ttlstate."
@@ -442,11 +440,7 @@ def _service_with(tmp_path, setup: str, workers: int = 1):
     """`python -m ttlstate.service` after `setup` ran in its interpreter (a real service process
     whose worker module was made to fail); its start-up lines written, stdin left open."""
     d = tmp_path / "svc"
-    proc = subprocess.Popen([sys.executable, "-c", service_code(setup), "--dir", str(d)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    proc.stdin.write(f"{'ab' * 32}\n{CONF}workers={workers}\n\n")
-    proc.stdin.flush()
-    return proc, d
+    return start_service(str(d), b"\xab" * 32, workers, setup=setup), d
 
 
 def test_a_worker_module_that_cannot_be_imported_fails_the_start(tmp_path):
