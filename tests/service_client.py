@@ -164,15 +164,20 @@ class Client:
         return value, (None if value is None else r.i64())
 
     def items(self, txn: int, prefix=b"", chunk=2):
+        handle, out = self.iter_open(txn, prefix, chunk)
+        while handle:
+            handle, more = self.iter_next(handle, chunk)
+            out += more
+        return out
+
+    def iter_open(self, txn: int, prefix=b"", chunk=2) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """ITER_OPEN: (the iterator's handle, 0 once it ended; the first chunk's pairs)."""
         r = self.call(p.request(p.ITER_OPEN, txn).bytes(prefix).u32(chunk).u8(p.ITER_PAIRS))
-        handle = r.u32()
-        out = []
-        while True:
-            last = r.bool()
-            out += [(r.bytes(), r.bytes()) for _ in range(r.u32())]
-            if last:
-                return out
-            r = self.call(p.request(p.ITER_NEXT, handle).u32(chunk))
+        return _iter_chunk(r, r.u32())
+
+    def iter_next(self, handle: int, chunk=2) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """ITER_NEXT: (the handle, 0 once the iterator ended; the chunk's pairs)."""
+        return _iter_chunk(self.call(p.request(p.ITER_NEXT, handle).u32(chunk)), handle)
 
     def stats(self, txn: int):
         r = self.call(p.request(p.STATS, txn))
@@ -215,6 +220,11 @@ class Client:
 
     def close(self):
         self.sock.close()
+
+
+def _iter_chunk(r: p.Reader, handle: int) -> tuple[int, list[tuple[bytes, bytes]]]:
+    last = r.bool()
+    return (0 if last else handle), [(r.bytes(), r.bytes()) for _ in range(r.u32())]
 
 
 def _read_metrics(r: p.Reader) -> dict:

@@ -120,36 +120,14 @@ def test_prefix_iteration_in_chunks_tolerates_writes(svc, tmp_path):
     c.write(t, [(b"p1/%03d" % i, b"x") for i in range(50)] + [(b"p2/1", b"y")])
     c.commit(t, 1, str(tmp_path / "1.changelog"))
     t = c.begin(h, 1)
-    r = c.call(p.request(p.ITER_OPEN, t).bytes(b"p1/").u32(7).u8(p.ITER_PAIRS))
-    handle, seen = r.u32(), []
-    while True:
-        last = r.bool()
-        seen += [(r.bytes(), r.bytes())[0] for _ in range(r.u32())]
-        if last:
-            break
+    handle, pairs = c.iter_open(t, b"p1/", chunk=7)
+    seen = [k for k, _ in pairs]
+    while handle:
         c.write(t, [(b"p1/000", None), (b"p1/zzz", b"new")])  # writes during iteration
-        r = c.call(p.request(p.ITER_NEXT, handle).u32(7))
+        handle, pairs = c.iter_next(handle, chunk=7)
+        seen += [k for k, _ in pairs]
     assert seen == [b"p1/%03d" % i for i in range(50)]
     assert c.items(t, b"p2/") == [(b"p2/1", b"y")]
-
-
-def _open_scan(c, t, chunk: int) -> tuple[int, list[bytes]]:
-    """ITER_OPEN on transaction `t`: (iterator handle, 0 once done; the first chunk's keys)."""
-    r = c.call(p.request(p.ITER_OPEN, t).bytes(b"").u32(chunk).u8(p.ITER_PAIRS))
-    return _scan_chunk(r, r.u32())
-
-
-def _next_scan(c, handle: int, chunk: int) -> tuple[int, list[bytes]]:
-    return _scan_chunk(c.call(p.request(p.ITER_NEXT, handle).u32(chunk)), handle)
-
-
-def _scan_chunk(r, handle: int) -> tuple[int, list[bytes]]:
-    last = r.bool()
-    keys = []
-    for _ in range(r.u32()):
-        keys.append(r.bytes())
-        r.bytes()
-    return (0 if last else handle), keys
 
 
 def _stored_keys(c, h, version) -> list[bytes]:
@@ -168,13 +146,15 @@ def test_writes_during_a_scan_of_the_keys_it_hands_out_count_keys_exactly(svc, t
     keys = [b"k%02d" % i for i in range(12)]
     _commit(c, h, 1, [(k, b"v") for k in keys], str(tmp_path / "1.changelog"))
     t = c.begin(h, 1)
-    handle, seen = _open_scan(c, t, 2)
+    handle, pairs = c.iter_open(t, chunk=2)
+    seen = [k for k, _ in pairs]
     assert seen == keys[:2]
     c.write(t, [(b"k00", None)])             # handed out, then removed
     c.write(t, [(b"k00", b"again")])         # then written again: absent before this put
     c.write(t, [(b"k05", None)])             # not handed out yet; the scan may still show it
     while handle:
-        handle, chunk = _next_scan(c, handle, 2)
+        handle, pairs = c.iter_next(handle, chunk=2)
+        chunk = [k for k, _ in pairs]
         seen += chunk
         # the eviction's pattern: a key handed out is removed (no hint from the JVM)
         c.write(t, [(k, None) for k in chunk if k in (b"k02", b"k03", b"k05", b"k08")])
