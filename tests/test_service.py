@@ -456,8 +456,21 @@ def test_a_worker_that_keeps_failing_at_start_stops_the_service(tmp_path, broken
     assert err.count(FAILED_START_LINES[broken]) >= MAX_FAST_EXITS, err
     assert f"failed {MAX_FAST_EXITS} times in a row" in err and "stopping the service" in err, err
     assert not d.exists()
-    assert not [c for c in psutil.Process().children(recursive=True) if c.pid != proc.pid
-                and c.status() != psutil.STATUS_ZOMBIE and "ttlstate.service" in " ".join(c.cmdline())]
+    assert not _processes_with(f"--dir {d}", besides=proc.pid)
+
+
+def _processes_with(arg: str, besides: int) -> list[psutil.Process]:
+    """Live processes but `besides` whose command line holds `arg` (a service's workers carry
+    its command line: a leftover one is found whoever its parent is now, and the services of
+    other tests' JVMs in this pytest process are not)."""
+    found = []
+    for c in psutil.process_iter(["cmdline"]):
+        try:
+            if c.pid != besides and arg in " ".join(c.info["cmdline"] or ()) and c.status() != psutil.STATUS_ZOMBIE:
+                found.append(c)
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 def test_workers_killed_soon_after_their_start_are_restarted_every_time():
