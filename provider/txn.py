@@ -13,7 +13,7 @@ import heapq
 from typing import Iterator
 
 from . import statefile
-from .engine import db_items, write_keyed_records
+from .engine import db_items, multi_get, write_keyed_records
 from .errors import TtlstateError
 from .protocol import RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_REMOVE, RECORD_REMOVE_PRESENT
 from .ttl import MAX_TS, codec, event_time, expiration_ts, expired_at, refreshes
@@ -147,7 +147,7 @@ class Txn:
         None when `lookup` must answer key by key."""
         if self.ttl_ms or self.overlay or self.shadow:
             return None
-        return self.store.db.get(keys)
+        return multi_get(self.store.db, keys)
 
     def lookup(self, key: bytes) -> tuple[bytes | None, int]:
         """(value, expiresAt): the value as `get` sees it, and when it expires (the first

@@ -14,8 +14,12 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
  * cache that held its whole state may lose that within a batch.
  */
 final class ReadAheadBlocks implements Iterator<InternalRow> {
-    /** At most this many rows (and keys) per block. */
-    static final int MAX_ROWS_PER_BLOCK = 8192;
+    /**
+     * At most this many rows (and keys) per block: a block's keys go to the worker in one
+     * MULTI_GET, sorted, which reads them in slices of sorted keys (DESIGN 86); more keys a
+     * read find their data blocks shared with others of the same slice.
+     */
+    static final int MAX_ROWS_PER_BLOCK = 1 << 16;
 
     /** What a block's keys will read, asked for ahead (docs/DESIGN.md 68, 72). */
     interface Reader {
