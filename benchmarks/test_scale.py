@@ -56,7 +56,9 @@ def _cpu_cell(jvm: float | None, python: float | None) -> str:
 
 def write_report() -> None:
     out = ["# Scale: state beyond memory\n",
-           f"Command: `make bench` (this part: `python -m pytest benchmarks/test_scale.py --benchmark-only -s`). "
+           "Command: `make bench` (this part: `"
+           f"{report.knobs('BENCH_SCALE_ROUNDS', 'BENCH_SCALE_WORKLOADS', 'BENCH_SCALE_VARIANTS', 'BENCH_SCALE', 'BENCH_DRIVER_MEMORY', 'BENCH_DRIVER_JAVA_OPTIONS')}"
+           "python -m pytest benchmarks/test_scale.py --benchmark-only -s`). "
            f"{report.machine()}.\n",
            f"`local[2]`, 4 shuffle partitions, driver memory {runner.DRIVER_MEMORY}, each run its own process and "
            f"JVM; figures are medians over {ROUNDS} run(s) per provider; rows/s and medians over batches 1..N "
