@@ -20,6 +20,9 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
  * none left the rows pass through.
  */
 final class JoinInputReadAhead implements ReadAheadBlocks.Reader {
+    /** Rows per block: larger blocks of sorted keys ran the large join 3% slower (DESIGN 86). */
+    static final int MAX_ROWS_PER_BLOCK = 8192;
+
     private final StateStoreId thisCountsId;
     private final StateStoreId otherCountsId;
     private final StateStoreId otherValuesId;
@@ -76,7 +79,7 @@ final class JoinInputReadAhead implements ReadAheadBlocks.Reader {
                 room = Math.min(room, r);
             }
         }
-        return room == Integer.MAX_VALUE ? 0 : room;
+        return room == Integer.MAX_VALUE ? 0 : Math.min(room, MAX_ROWS_PER_BLOCK);
     }
 
     @Override

@@ -15,9 +15,9 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
  */
 final class ReadAheadBlocks implements Iterator<InternalRow> {
     /**
-     * At most this many rows (and keys) per block: a block's keys go to the worker in one
-     * MULTI_GET, sorted, which reads them in slices of sorted keys (DESIGN 86); more keys a
-     * read find their data blocks shared with others of the same slice.
+     * At most this many rows (and keys) per block. An aggregation's block goes to the worker
+     * in one MULTI_GET of sorted keys, read in slices: the more keys, the more of them share
+     * a data block (DESIGN 86); a join's blocks stay smaller ({@link JoinInputReadAhead}).
      */
     static final int MAX_ROWS_PER_BLOCK = 1 << 16;
 

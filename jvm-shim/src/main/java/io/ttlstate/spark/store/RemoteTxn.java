@@ -384,7 +384,6 @@ final class RemoteTxn {
         if (ask.length == 0) {
             return 0;
         }
-        java.util.Arrays.sort(ask, java.util.Arrays::compareUnsigned); // the worker reads them in key order (DESIGN 86)
         fromWorker(ask, ask.length);
         metrics.prefetched.addAndGet(ask.length);
         return ask.length;
@@ -401,7 +400,6 @@ final class RemoteTxn {
         if (ask.length == 0) {
             return 0;
         }
-        java.util.Arrays.sort(ask, java.util.Arrays::compareUnsigned); // the worker reads them in key order (DESIGN 86)
         metrics.roundTrip();
         metrics.sentAhead.incrementAndGet();
         ahead = conn.callAhead(multiGet(ask, ask.length));
