@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
+from local_store import reading
 from ttlstate.engine import prefix_end
-from ttlstate.store import Store
 
 BYTES = (b"\x00", b"\x01", b"a", b"\xfe", b"\xff")
 # every key of up to three of those bytes: prefixes ending in 0xff, keys equal to a prefix,
@@ -24,19 +24,8 @@ def test_a_prefix_ends_at_the_least_key_above_all_it_starts(prefix, end):
 
 
 def test_a_prefix_scan_returns_exactly_the_keys_under_the_prefix(tmp_path):
-    store = Store("s", str(tmp_path / "s"))
-    try:
-        t = store.begin(0, read_only=False)
-        for key in KEYS:
-            t.put(key, b"v" + key)
-        store.commit(t, 1, str(tmp_path / "1.changelog"))
-        t = store.begin(1, read_only=True)
-        try:
-            for n in range(1, 3):
-                for prefix in (b"".join(p) for p in itertools.product(BYTES, repeat=n)):
-                    expected = [(k, b"v" + k) for k in KEYS if k.startswith(prefix)]
-                    assert list(t.iterate(prefix)) == expected, prefix
-        finally:
-            t.end()
-    finally:
-        store.close(delete_files=True)
+    with reading(tmp_path, KEYS) as t:
+        for n in range(1, 3):
+            for prefix in (b"".join(p) for p in itertools.product(BYTES, repeat=n)):
+                expected = [(k, b"v" + k) for k in KEYS if k.startswith(prefix)]
+                assert list(t.iterate(prefix)) == expected, prefix

@@ -1,0 +1,29 @@
+"""A worker's store used in-process (no service), for tests of what the worker computes."""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+from typing import Iterable, Iterator
+
+from ttlstate.store import Store
+from ttlstate.txn import Txn
+
+
+@contextlib.contextmanager
+def reading(tmp_path: pathlib.Path, keys: Iterable[bytes]) -> Iterator[Txn]:
+    """A read-only transaction of a store whose version 1 holds `keys`, each valued
+    `b"v" + key`; the transaction ends and the store's files go afterwards."""
+    store = Store("s", str(tmp_path / "s"))
+    try:
+        t = store.begin(0, read_only=False)
+        for key in keys:
+            t.put(key, b"v" + key)
+        store.commit(t, 1, str(tmp_path / "1.changelog"))
+        t = store.begin(1, read_only=True)
+        try:
+            yield t
+        finally:
+            t.end()
+    finally:
+        store.close(delete_files=True)
