@@ -8,8 +8,8 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
  * What a streaming aggregation's restore reads next: the state of each key of its input, one
  * {@code get} each (docs/DESIGN.md 68; {@code StateReadAheadExec} runs it under Spark's
  * {@code StateStoreRestoreExec}). A block's keys are read into the store's cache in one
- * MULTI_GET, in key order. A store whose cache answers every key itself (a complete view), or with TTL (a
- * worker read may refresh or expire an entry), needs none.
+ * MULTI_GET, in key order. A store whose cache answers every key itself (a complete view), or
+ * with TTL (a worker read may refresh or expire an entry), needs none.
  */
 final class RestoreReadAhead implements ReadAheadBlocks.Reader {
     private final StateStoreId id;
@@ -26,7 +26,10 @@ final class RestoreReadAhead implements ReadAheadBlocks.Reader {
         return txn == null ? 0 : txn.readAheadRoom();
     }
 
-    /** The block's keys go sorted (RocksDB's order): the worker reads them in slices of keys that share data blocks (DESIGN 86). */
+    /**
+     * The block's keys go sorted (RocksDB's order): the worker reads them in slices whose keys
+     * share data blocks (DESIGN 86).
+     */
     @Override
     public void readAhead(byte[][] keys, int n) {
         byte[][] sorted = Arrays.copyOf(keys, n);
