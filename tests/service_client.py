@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 
+import psutil
+
 from ttlstate import protocol as p
 
 
@@ -55,6 +57,21 @@ def start_service(directory: str, token: bytes, workers: int, confs: dict | None
     proc.stdin.write("\n".join(lines) + "\n")
     proc.stdin.flush()
     return proc
+
+
+def service_processes(directory: str) -> list[psutil.Process]:
+    """Live processes of the store service started with `--dir directory`, and its workers
+    (forked from it, so with its command line), whoever their parent is now."""
+    found = []
+    for c in psutil.process_iter():
+        try:
+            args = c.cmdline()
+            if "--dir" in args[:-1] and args[args.index("--dir") + 1] == directory \
+                    and c.status() != psutil.STATUS_ZOMBIE:
+                found.append(c)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
 
 
 class ServiceProcess:

@@ -23,7 +23,7 @@ import time
 import psutil
 import pytest
 
-from service_client import BROKEN_WORKER_SETUPS, FAILED_START_LINES, service_code
+from service_client import BROKEN_WORKER_SETUPS, FAILED_START_LINES, service_code, service_processes
 
 pytestmark = pytest.mark.slow
 
@@ -219,8 +219,7 @@ def test_no_ttlstate_process_after_jvm_sigkill(ttlstate_jar, tmp_path):
         assert not alive(jvm)
         assert not left, (f"{len(left)} ttlstate process(es) still run {GONE_WITHIN_S} s after "
                           f"the JVM was SIGKILLed: {describe(left)}")
-        orphans = [p for p in psutil.process_iter() if is_service(p) and alive(p)
-                   and d in cmdline(p)]
+        orphans = service_processes(d)
         assert not orphans, describe(orphans)
         assert not dirs_left, f"the service dir {d} still exists after the JVM was killed"
     finally:

@@ -9,7 +9,8 @@ import time
 import psutil
 import pytest
 
-from service_client import BROKEN_WORKER_SETUPS, FAILED_START_LINES, ServiceProcess, WorkerError, start_service
+from service_client import (BROKEN_WORKER_SETUPS, FAILED_START_LINES, ServiceProcess, WorkerError,
+                            service_processes, start_service)
 from ttlstate import protocol as p
 
 CONF = "spark.sql.streaming.stateStore.ttlstate."
@@ -456,21 +457,8 @@ def test_a_worker_that_keeps_failing_at_start_stops_the_service(tmp_path, broken
     assert err.count(FAILED_START_LINES[broken]) >= MAX_FAST_EXITS, err
     assert f"failed {MAX_FAST_EXITS} times in a row" in err and "stopping the service" in err, err
     assert not d.exists()
-    assert not _processes_with(f"--dir {d}", besides=proc.pid)
+    assert not service_processes(str(d))
 
-
-def _processes_with(arg: str, besides: int) -> list[psutil.Process]:
-    """Live processes but `besides` whose command line holds `arg` (a service's workers carry
-    its command line: a leftover one is found whoever its parent is now, and the services of
-    other tests' JVMs in this pytest process are not)."""
-    found = []
-    for c in psutil.process_iter(["cmdline"]):
-        try:
-            if c.pid != besides and arg in " ".join(c.info["cmdline"] or ()) and c.status() != psutil.STATUS_ZOMBIE:
-                found.append(c)
-        except psutil.NoSuchProcess:
-            pass
-    return found
 
 
 def test_workers_killed_soon_after_their_start_are_restarted_every_time():
