@@ -20,6 +20,8 @@ final class ReadAheadBlocks implements Iterator<InternalRow> {
      * a data block (DESIGN 86); a join's blocks stay smaller ({@link JoinInputReadAhead}).
      */
     static final int MAX_ROWS_PER_BLOCK = 1 << 16;
+    /** Rows passed through untouched before the reader is asked again whether it has room. */
+    static final int PASS_THROUGH_ROWS = 8192;
 
     /** What a block's keys will read, asked for ahead (docs/DESIGN.md 68, 72). */
     interface Reader {
@@ -74,7 +76,7 @@ final class ReadAheadBlocks implements Iterator<InternalRow> {
         size = 0;
         int room = Math.min(MAX_ROWS_PER_BLOCK, reader.room());
         if (room <= 0) {
-            passThrough = MAX_ROWS_PER_BLOCK;
+            passThrough = PASS_THROUGH_ROWS;
             return rows.hasNext();
         }
         if (block.length < room) {
