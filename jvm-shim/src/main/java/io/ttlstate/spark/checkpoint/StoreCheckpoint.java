@@ -410,8 +410,8 @@ public final class StoreCheckpoint {
      * Deletes what recovering the last {@code minVersionsToRetain} versions does not need
      * ({@link Retention}, within Spark's {@code minVersionsToDelete} and
      * {@code maxVersionsToDelete} per pass), then prunes the local cache. SSTs are only deleted
-     * with a worker connection ({@code conn}) to read the retained manifests; returns the files
-     * deleted.
+     * when the SSTs of every retained manifest are known: read before, or read now through a
+     * worker connection ({@code conn}, null if there is none); returns the files deleted.
      */
     public int cleanup(int minVersionsToRetain, long minVersionsToDelete, int maxVersionsToDelete,
                        WorkerConnection conn) throws IOException {
@@ -420,7 +420,7 @@ public final class StoreCheckpoint {
         CheckpointFiles.SstListing sstListing = files.listSsts();
         Retention r = Retention.of(listing, files.dir(), v2, minVersionsToRetain, minVersionsToDelete,
                 maxVersionsToDelete);
-        Set<String> referenced = conn == null ? null : referencedSsts(conn, r.retainedManifests());
+        Set<String> referenced = referencedSsts(conn, r.retainedManifests());
         List<FileStatus> delete = new ArrayList<>();
         r.deletable.forEach(f -> delete.add(f.status));
         delete.addAll(r.deletableTemps(listing.temps));
@@ -447,13 +447,19 @@ public final class StoreCheckpoint {
             c.sweepUnused(cacheMaxAgeMillis);
         }
         if (!deleted.isEmpty() || pruned > 0) {
+            String ssts = referenced != null ? "" : conn == null ? " (no SSTs: no worker)" : " (no SSTs)";
             LOG.info("Cleanup of {} (keeping versions from {}): deleted {} checkpoint files{}, {} local cache entries",
-                    files.store(), r.keepFrom, deleted.size(), referenced == null ? " (no SSTs: no worker)" : "", pruned);
+                    files.store(), r.keepFrom, deleted.size(), ssts, pruned);
         }
         return deleted.size();
     }
 
-    /** The SSTs the retained manifests reference, or null if one of them cannot be read. */
+    /**
+     * The SSTs the retained manifests reference, or null if one of them cannot be read: it
+     * failed (logged), or it was never read here and there is no worker ({@code conn} null) to
+     * read it. Without a worker those read before still count (a stopped session's store whose
+     * service is gone, maintained by a later session: DESIGN 87).
+     */
     private Set<String> referencedSsts(WorkerConnection conn, List<StateFileName> manifests) {
         LocalFileCache c = cache;
         if (c == null) {
@@ -461,6 +467,14 @@ public final class StoreCheckpoint {
         }
         Set<String> out = new HashSet<>();
         for (StateFileName m : manifests) {
+            List<CheckpointRequests.Sst> known = manifestSsts.get(LocalFileCache.key(m.status));
+            if (known != null) {
+                known.forEach(s -> out.add(s.name));
+                continue;
+            }
+            if (conn == null) {
+                return null;
+            }
             LocalFileCache.Entry local = null;
             try {
                 local = c.stateFile(m.status, l -> files.download(m.status.getPath(), m.status.getLen(), l));

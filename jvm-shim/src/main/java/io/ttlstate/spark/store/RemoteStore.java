@@ -583,13 +583,14 @@ public final class RemoteStore {
     /**
      * MAINTAINs the loaded store on its worker (expired-entry compaction), then deletes
      * checkpoint files not needed to recover the last {@code minVersionsToRetain} versions and
-     * prunes the local cache (SSTs only with a worker connection, to read the manifests).
+     * prunes the local cache (SSTs only if the retained manifests' SSTs are known, or a
+     * worker connection to a running service reads them).
      */
     public void cleanupMaintenance() {
         maintainStore();
         WorkerConnection c;
         synchronized (this) {
-            c = closed || conn == null || conn.isBroken() ? null : conn;
+            c = closed || !connectionUsable() ? null : conn; // none to a stopped service (DESIGN 87)
         }
         try {
             int maxDelete = SparkCompat.atLeast(4, 1) ? storeConf.maxVersionsToDeletePerMaintenance() : -1; // 4.1+

@@ -1,0 +1,51 @@
+"""A stopped session's stores stay loaded in Spark's `StateStore` until a later session's
+maintenance unloads them (Spark's maintenance thread outlives its SparkContext); their store
+service stopped with the first session. That maintenance must pass over them quietly: it logged
+a WARN and a stack trace for each store, reading the retained manifests through a connection
+to the stopped service (found by a `make bench` run at small sizes, where the query comparison's
+session followed the checkpoint benchmark's in one JVM). Real Spark, real stores and services.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import jvm_log
+import streaming as st
+from checkpoint_queries import MIN_BATCHES, MODE
+
+pytestmark = pytest.mark.slow
+
+MAINTENANCE_INTERVAL = "spark.sql.streaming.stateStore.maintenanceInterval"
+
+
+def test_a_stopped_sessions_stores_are_maintained_without_warnings(spark, restart_spark, tmp_path):
+    spark.conf.set(MAINTENANCE_INTERVAL, "5s")
+    st.restart_state_store_maintenance(spark)  # the next store load starts it at 5 s
+    events = tmp_path / "events"
+    st.write_files(events, st.generate_events(6, 300, n_keys=40, seed=3))
+    # snapshot mode with 2 versions retained: every maintenance pass has manifests to read
+    confs = {MODE: "snapshot", MIN_BATCHES: "2"}
+    first = st.run_query(spark, st.TTLSTATE, st.agg_by_key, "update", events, tmp_path / "ck-first", confs=confs)
+    st.assert_provider_served(first, st.TTLSTATE)
+    fresh = restart_spark()
+    # what the new session's first store load does first, now, before the next maintenance pass
+    # (5 s apart) reaches the first session's stores: the first session's service stops
+    fresh._jvm.io.ttlstate.spark.service.PythonService.get(fresh._jvm.java.util.HashMap())
+    with jvm_log.captured(fresh, "io.ttlstate", "INFO") as log:
+        st.write_files(tmp_path / "events2", st.generate_events(2, 100, n_keys=10, seed=4))
+        second = st.run_query(fresh, st.TTLSTATE, st.agg_by_key, "update", tmp_path / "events2",
+                              tmp_path / "ck-second", confs=confs)
+        deadline = time.monotonic() + 60
+        while "ck-first" not in log.text and time.monotonic() < deadline:
+            time.sleep(0.5)  # until a maintenance pass reached the first session's stores
+        time.sleep(1)
+    st.assert_provider_served(second, st.TTLSTATE)
+    text = log.text
+    assert "ck-first" in text, text[-3000:]  # the stale stores were maintained while captured
+    assert "WARN" not in text and "ERROR" not in text, text[-5000:]
+    # their cleanup still deleted SSTs: the manifests they had read name them, no worker needed
+    stale_cleanups = [line for line in text.splitlines() if "Cleanup of" in line and "keeping versions from 5" in line]
+    assert stale_cleanups and not any("no SSTs" in line for line in stale_cleanups), text[-5000:]
