@@ -12,7 +12,7 @@ TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) bui
 BENCH_JAR := jvm-shim/build/libs/ttlstate-bench.jar
 BENCH_SOURCES := $(shell find jvm-shim/src/bench -name '*.java' 2>/dev/null) build.gradle
 
-.PHONY: setup deps jar demo cluster-demo test test-quick test-matrix spark-tests bench clean
+.PHONY: setup deps jar demo cluster-demo test test-quick test-matrix spark-tests bench bench-smoke clean
 
 setup: deps jar
 
@@ -77,5 +77,20 @@ bench: setup $(BENCH_JAR)
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m pytest benchmarks/ --benchmark-only -s -q $(PYTEST_ARGS)
 
+# `make bench` at small sizes (about a quarter of an hour): every part runs, checks what it checks
+# and writes its tables, into $(BENCH_SMOKE_RESULTS) instead of benchmarks/results/; at these sizes
+# the figures say nothing about speed.
+BENCH_SMOKE_RESULTS ?= build/bench-smoke
+BENCH_SMOKE_KNOBS := BENCH_SCALE=0.02 BENCH_ROUNDS=1 BENCH_BATCHES=3 BENCH_SCALE_ROUNDS=1 \
+	BENCH_OPS_KEYS=2000 BENCH_OPS_ROUNDS=1 BENCH_OPS_PASSES=1 BENCH_OPS_WARMUPS=0 \
+	BENCH_CKPT_KEYS=20000 BENCH_CKPT_BATCHES=3 BENCH_CKPT_WARMUP_KEYS=1000 \
+	BENCH_SOAK_BATCHES=40 BENCH_SOAK_TTL=1s BENCH_SOAK_MAINTENANCE=1s BENCH_SOAK_KEYS=500 \
+	BENCH_SOAK_NEW_KEYS=50 BENCH_SOAK_ROWS=500 BENCH_TTL_SCALE=0.01 BENCH_ROWS=2000 BENCH_KEYS=2000 BENCH_FILES=2
+bench-smoke: setup $(BENCH_JAR)
+	$(PYTHON) -m pip install -q -e '.[bench]'
+	mkdir -p $(BENCH_SMOKE_RESULTS)
+	env BENCH_RESULTS=$(BENCH_SMOKE_RESULTS) $(BENCH_SMOKE_KNOBS) \
+		$(PYTHON) -m pytest benchmarks/ --benchmark-only -q $(PYTEST_ARGS)
+
 clean:
-	rm -rf jvm-shim/build provider/jars .pytest_cache
+	rm -rf jvm-shim/build provider/jars .pytest_cache build/bench-smoke

@@ -30,7 +30,8 @@ provider's own load metric (ttlstate `ttlstateLoadMs`, Spark RocksDB
 writes it to `benchmarks/results/checkpoint_bytes.md`. Knobs: BENCH_CKPT_KEYS,
 BENCH_CKPT_BATCHES, BENCH_CKPT_WARMUP_KEYS, BENCH_CKPT_PROVIDERS (comma-separated ids from
 VARIANTS, e.g. `rocksdb,hdfs`), BENCH_CKPT_DRIVER_MEMORY (default 4g; ignored when a Spark
-session already runs in the process), BENCH_CKPT_RESULTS (where the Markdown goes). No
+session already runs in the process), BENCH_CKPT_RESULTS (where the Markdown goes; by default
+checkpoint_bytes.md in `BENCH_RESULTS`, which defaults to benchmarks/results/). No
 assertion is made on sizes or timings.
 """
 
@@ -47,6 +48,7 @@ import zipfile
 import pytest
 from pyspark.sql import SparkSession, functions as F
 
+import report
 import ttlstate
 from conftest import PROVIDERS, file_states, files_added, median
 
@@ -80,7 +82,7 @@ EVERY_COMMIT_SNAPSHOT = {v for v, (_, _, confs) in VARIANTS.items()
 LOAD_METRIC = {"ttlstate": "ttlstateLoadMs", "rocksdb": "rocksdbLoadLatencyMs"}
 UPLOAD_METRIC = {"ttlstate": "ttlstateUploadedBytes", "rocksdb": "rocksdbBytesCopied"}
 RESULTS_MD = pathlib.Path(os.environ.get("BENCH_CKPT_RESULTS",
-                                         pathlib.Path(__file__).parent / "results" / "checkpoint_bytes.md"))
+                                         report.RESULTS_DIR / "checkpoint_bytes.md"))
 RESULTS = {}
 
 

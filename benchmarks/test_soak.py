@@ -53,9 +53,9 @@ BENCH_SOAK_KEYS (window of keys per batch, 5000), BENCH_SOAK_NEW_KEYS (new keys 
 batch, 500), BENCH_SOAK_TTL (`20s`), BENCH_SOAK_MAINTENANCE (Spark's
 `stateStore.maintenanceInterval` for the runs, `10s`), BENCH_SOAK_VARIANTS (ids of
 VARIANTS, comma-separated; `ttl-no-cleanup` is there too, not run by default),
-BENCH_SOAK_RESULTS (the Markdown path; the PNG goes beside it). Asserted: every batch
-ran, the TTL runs' cleanup metrics are > 0, and the TTL run ends with far fewer state
-rows than the no-TTL run. Nothing is asserted on timings or memory.
+BENCH_SOAK_RESULTS (the Markdown path, by default soak.md in `BENCH_RESULTS`; the PNG goes
+beside it). Asserted: every batch ran, the TTL runs' cleanup metrics are > 0, and the TTL run
+ends with far fewer state rows than the no-TTL run. Nothing is asserted on timings or memory.
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ import time
 
 import pytest
 
+import report
+
 BATCHES = int(os.environ.get("BENCH_SOAK_BATCHES", "300"))
 NOTTL_BATCHES = int(os.environ.get("BENCH_SOAK_NOTTL_BATCHES", str(BATCHES)))
 ROWS = int(os.environ.get("BENCH_SOAK_ROWS", "5000"))
@@ -83,7 +85,7 @@ MAINTENANCE = os.environ.get("BENCH_SOAK_MAINTENANCE", "10s")
 PARTITIONS = 4
 SEED = 6
 RESULTS_MD = pathlib.Path(os.environ.get("BENCH_SOAK_RESULTS",
-                                         pathlib.Path(__file__).parent / "results" / "soak.md"))
+                                         report.RESULTS_DIR / "soak.md"))
 RESULTS_PNG = RESULTS_MD.with_suffix(".png")
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
