@@ -1,7 +1,5 @@
 package io.ttlstate.spark.store;
 
-import java.util.Arrays;
-
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 
 /**
@@ -32,8 +30,6 @@ final class RestoreReadAhead implements ReadAheadBlocks.Reader {
      */
     @Override
     public void readAhead(byte[][] keys, int n) {
-        byte[][] sorted = Arrays.copyOf(keys, n);
-        Arrays.sort(sorted, Arrays::compareUnsigned);
-        txn.prefetch(sorted);
+        txn.prefetch(BytewiseSort.sorted(keys, n));
     }
 }
