@@ -43,6 +43,7 @@ def test_a_stopped_sessions_stores_are_maintained_without_warnings(spark, restar
             time.sleep(0.5)  # until a maintenance pass reached the first session's stores
         time.sleep(1)
     st.assert_provider_served(second, st.TTLSTATE)
+    st.restart_state_store_maintenance(fresh)  # later modules start it with their own interval
     text = log.text
     assert "ck-first" in text, text[-3000:]  # the stale stores were maintained while captured
     assert "WARN" not in text and "ERROR" not in text, text[-5000:]
