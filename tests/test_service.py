@@ -460,7 +460,6 @@ def test_a_worker_that_keeps_failing_at_start_stops_the_service(tmp_path, broken
     assert not service_processes(str(d))
 
 
-
 def test_workers_killed_soon_after_their_start_are_restarted_every_time():
     """A kill is not a start-up failure: the JVM kills a worker past `workerTimeout`, which may be
     1 s, so MAX_FAST_EXITS + 1 kills in a row, each within a second of the worker's start,
