@@ -123,6 +123,10 @@ def build_testfs_session(app_name: str, confs: dict[str, str] | None = None):
         b = b.config(k, v)
     spark = ttlstate.configure(b).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    # what a failed run's log must explain: ttlstate's own lines and Spark's store loads and unloads
+    levels = spark._jvm.org.apache.logging.log4j
+    for logger in ("io.ttlstate", "org.apache.spark.sql.execution.streaming.state.StateStore"):
+        levels.core.config.Configurator.setLevel(logger, levels.Level.INFO)
     return spark
 
 
@@ -202,11 +206,13 @@ class Run:
         self.injected = d.get("injected") or []
         self.pending_faults = d.get("pending_faults", 0)
         self.settle = d.get("settle")
+        self.log_excerpt = d.get("log_excerpt") or ""
 
     def check(self) -> "Run":
         if self.error is not None:
             raise AssertionError(f"query {self.name} failed:\n{self.error[:4000]}\n"
-                                 f"{self.error_trace[:4000]}")
+                                 f"{self.error_trace[:4000]}\n"
+                                 f"the subprocess log on its stores:\n{self.log_excerpt[-8000:]}")
         return self
 
     def batch_ids(self) -> list[int]:
@@ -521,7 +527,26 @@ def run_subprocess(spec: dict, work_dir, timeout_s: float = 900) -> dict:
     result = json.loads(result_file.read_text())
     result["log"] = str(log_path)
     result["returncode"] = rc
+    excerpt = None
+    for step in result["steps"]:
+        if step.get("error") is not None:  # a failed query: what the log says of its stores
+            excerpt = excerpt if excerpt is not None else store_log_excerpt(log_path)
+            step["log_excerpt"] = excerpt
     return result
+
+
+# what explains a failed query in a subprocess's log (a CI run keeps no temp files)
+_STORE_LOG_LINE = re.compile(r" (WARN|ERROR) (?!CheckpointFileManager|ResolveWriteToStream|MicroBatchExecution"
+                             r"|Utils|NativeCodeLoader|FileStreamSink|HadoopFSUtils)"
+                             r"|StateStore: (Closing|FromLoadedProviders|Error)|close deferred")
+
+
+def store_log_excerpt(log_path, max_lines: int = 60) -> str:
+    """The last `max_lines` lines of a subprocess log about its stores: warnings and errors
+    (but Spark's usual ones), Spark's unloads of providers, ttlstate's deferred closes."""
+    lines = [line[:600] for line in pathlib.Path(log_path).read_text(errors="replace").splitlines()
+             if _STORE_LOG_LINE.search(line)]
+    return "\n".join(lines[-max_lines:])
 
 
 def _subprocess_main(spec_path: str) -> int:
