@@ -23,18 +23,26 @@ MAINTENANCE_INTERVAL = "spark.sql.streaming.stateStore.maintenanceInterval"
 STALE_CLEANUP = "(keeping versions from 5)"
 
 
+def _state_store(spark):
+    """Spark's StateStore object of the driver JVM (py4j's view of the Scala object)."""
+    cls = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
+    return cls.getField("MODULE$").get(None)
+
+
 def test_a_stopped_sessions_stores_are_maintained_without_warnings(spark, restart_spark, tmp_path):
-    spark.conf.set(MAINTENANCE_INTERVAL, "5s")
-    st.restart_state_store_maintenance(spark)  # the next store load starts it at 5 s
+    # no maintenance pass in the first session: its stores' cleanup is left to the second one
+    # (a pass after the first query's last commit left nothing to delete, and no cleanup line)
+    spark.conf.set(MAINTENANCE_INTERVAL, "1h")
+    st.restart_state_store_maintenance(spark)  # the next store load starts it at 1 h
     events = tmp_path / "events"
     st.write_files(events, st.generate_events(6, 300, n_keys=40, seed=3))
     # snapshot mode with 2 versions retained: every maintenance pass has manifests to read
     confs = {MODE: "snapshot", MIN_BATCHES: "2"}
     first = st.run_query(spark, st.TTLSTATE, st.agg_by_key, "update", events, tmp_path / "ck-first", confs=confs)
     st.assert_provider_served(first, st.TTLSTATE)
+    # the new session's first store load starts the maintenance task again, with its interval
+    _state_store(spark).stopMaintenanceTask()
     fresh = restart_spark()
-    # Spark's maintenance task may have stopped meanwhile (an error while no SparkEnv was
-    # active stops it) and then starts again with this session's interval
     fresh.conf.set(MAINTENANCE_INTERVAL, "5s")
     # what the new session's first store load does first, now, before the next maintenance pass
     # (5 s apart) reaches the first session's stores: the first session's service stops
