@@ -31,6 +31,8 @@ import io.ttlstate.spark.service.PythonService;
 import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.TaskContext;
+import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.sql.errors.QueryExecutionErrors;
 import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
@@ -93,6 +95,10 @@ public final class RemoteStore {
     /** The transaction of the last read store opened on this store (for {@link #readAheadTxn}). */
     private RemoteTxn readerTxn;
     private boolean closed;
+    /** The Spark task that opened the last transaction (null: none, or opened outside a task). */
+    private TaskContext txnTask;
+    /** Spark unloaded this store while {@link #txnTask} used it: it closes when that task ends. */
+    private boolean closeDeferred;
     /** Iterators that may still need the worker; drained into memory before the store is closed. */
     private final java.util.Set<ChunkIterator> openIterators =
             java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>());
@@ -237,6 +243,7 @@ public final class RemoteStore {
     private synchronized Prepared prepare(long version, String id, boolean readOnly, BatchClock.Times times,
                                           StoreMetrics metrics, long fromSnapshot) {
         closed = false;
+        txnTask = TaskContext.get();
         if (!readOnly && writer != null && writer.isUpdating()) {
             // a write store Spark left behind (its task died without aborting): end it, so the
             // new one can write; only one transaction at a time writes into the database
@@ -646,13 +653,56 @@ public final class RemoteStore {
         return c != null && !c.service().isUsable();
     }
 
-    /** CLOSEs the store on its worker (deleting its local files) and the connection; idempotent. */
-    public synchronized void close() {
+    /**
+     * CLOSEs the store on its worker (deleting its local files) and the connection; idempotent.
+     * Spark's maintenance unloads a provider it finds inactive, or whose maintenance failed,
+     * whatever its tasks are doing; a task with a transaction open here keeps it: the store
+     * closes when that task ends, as the close of Spark's RocksDB provider waits for the lock
+     * its task holds (DESIGN 89).
+     */
+    public void close() {
+        TaskContext task;
+        synchronized (this) {
+            task = inTransaction() ? txnTask : null;
+        }
+        if (task == null || task == TaskContext.get() || task.isCompleted()) {
+            closeNow();
+            return;
+        }
+        synchronized (this) {
+            if (closeDeferred) {
+                return;
+            }
+            closeDeferred = true;
+        }
+        LOG.info("{} is unloaded while task {} (stage {}, partition {}) uses it: close deferred until the task ends",
+                this, task.taskAttemptId(), task.stageId(), task.partitionId());
+        // runs at once if the task has completed meanwhile
+        task.addTaskCompletionListener((TaskCompletionListener) ctx -> closeNow());
+    }
+
+    /** Whether a write store or read store has a transaction open on this store. */
+    private boolean inTransaction() {
+        return (writer != null && writer.isUpdating()) || (readerTxn != null && !readerTxn.isEnded());
+    }
+
+    private synchronized void closeNow() {
         LiveStores.remove(this);
+        closeDeferred = false;
         if (closed) {
             return;
         }
         closed = true;
+        if (writer != null && writer.isUpdating()) {
+            writer.abort(); // its task ended without committing (Spark aborts it later: a no-op then)
+        }
+        if (readerTxn != null && !readerTxn.isEnded()) {
+            try {
+                readerTxn.abort(); // its task ended without releasing it
+            } catch (RuntimeException e) {
+                LOG.debug("Ending the open read transaction of {} failed (the store closes anyway)", this, e);
+            }
+        }
         List<ChunkIterator> iterators;
         synchronized (openIterators) {
             iterators = new ArrayList<>(openIterators);
