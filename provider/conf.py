@@ -125,7 +125,8 @@ ENTRIES += (
         "store"),
     Setting(
         "rocksdb.blockSize", values.byte_size(1 << 30), None,
-        "Size of a data block in the SST files (RocksDB's default 4 KiB). Default: the profile's.",
+        "Size of a data block in the SST files. Default: 16 KiB (RocksDB's and Spark's RocksDB "
+        "provider's: 4 KiB); 128 KiB in `SPINNING_DISK_OPTIMIZED_HIGH_MEM`.",
         "store"),
     Setting(
         "rocksdb.writeBufferSize", values.byte_size(1 << 34), None,
