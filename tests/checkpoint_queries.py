@@ -527,10 +527,10 @@ def run_subprocess(spec: dict, work_dir, timeout_s: float = 900) -> dict:
     result = json.loads(result_file.read_text())
     result["log"] = str(log_path)
     result["returncode"] = rc
-    excerpt = None
-    for step in result["steps"]:
-        if step.get("error") is not None:  # a failed query: what the log says of its stores
-            excerpt = excerpt if excerpt is not None else store_log_excerpt(log_path)
+    failed = [step for step in result["steps"] if step.get("error") is not None]
+    if failed:  # a failed query: what the log says of its stores
+        excerpt = store_log_excerpt(log_path)
+        for step in failed:
             step["log_excerpt"] = excerpt
     return result
 

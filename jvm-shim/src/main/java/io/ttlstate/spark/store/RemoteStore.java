@@ -689,6 +689,7 @@ public final class RemoteStore {
     private synchronized void closeNow() {
         LiveStores.remove(this);
         closeDeferred = false;
+        txnTask = null; // no reference to a finished task's context
         if (closed) {
             return;
         }
