@@ -549,10 +549,15 @@ def wait_or_kill(proc, timeout_s: float) -> int | None:
         return None
 
 
+def state_store(spark):
+    """Spark's `StateStore` object in the driver JVM (the Scala object, through py4j)."""
+    cls = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
+    return cls.getField("MODULE$").get(None)
+
+
 def restart_state_store_maintenance(spark) -> None:
     """Spark fixes the state store maintenance interval when its maintenance task starts, at
     the first store load of the JVM: in a full suite an earlier module started it at the
     default 60 s. Stopping `StateStore` (which unloads every loaded provider) makes the next
     store load start it with the interval of the session then."""
-    cls = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
-    cls.getField("MODULE$").get(None).stop()
+    state_store(spark).stop()

@@ -56,8 +56,7 @@ class Runs:
 def _unload_stores(spark) -> None:
     """Unload every loaded provider of this JVM (Spark's `StateStore.stop()`), so a restarted
     query loads its state from the checkpoint instead of reusing the stores in memory."""
-    cls = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
-    cls.getField("MODULE$").get(None).stop()
+    st.state_store(spark).stop()
 
 
 @pytest.fixture(scope="module")

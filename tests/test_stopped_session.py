@@ -23,12 +23,6 @@ MAINTENANCE_INTERVAL = "spark.sql.streaming.stateStore.maintenanceInterval"
 STALE_CLEANUP = "(keeping versions from 5)"
 
 
-def _state_store(spark):
-    """Spark's StateStore object of the driver JVM (py4j's view of the Scala object)."""
-    cls = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateStore$")
-    return cls.getField("MODULE$").get(None)
-
-
 def test_a_stopped_sessions_stores_are_maintained_without_warnings(spark, restart_spark, tmp_path):
     # no maintenance pass in the first session: its stores' cleanup is left to the second one
     # (a pass after the first query's last commit left nothing to delete, and no cleanup line)
@@ -41,7 +35,7 @@ def test_a_stopped_sessions_stores_are_maintained_without_warnings(spark, restar
     first = st.run_query(spark, st.TTLSTATE, st.agg_by_key, "update", events, tmp_path / "ck-first", confs=confs)
     st.assert_provider_served(first, st.TTLSTATE)
     # the new session's first store load starts the maintenance task again, with its interval
-    _state_store(spark).stopMaintenanceTask()
+    st.state_store(spark).stopMaintenanceTask()
     fresh = restart_spark()
     fresh.conf.set(MAINTENANCE_INTERVAL, "5s")
     # what the new session's first store load does first, now, before the next maintenance pass

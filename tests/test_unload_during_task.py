@@ -11,10 +11,10 @@ stores, a real Python UDF holding its task inside applyInPandasWithState.
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
+import cluster as cl
 import jvm_log
 import streaming as st
 
@@ -59,14 +59,6 @@ def gated_running_count(gate_dir: str):
     return build
 
 
-def _wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.2)
-
-
 def test_a_store_unloaded_while_its_task_writes_closes_when_the_task_ends(spark, tmp_path):
     interval = spark.conf.get(MAINTENANCE_INTERVAL, None)
     spark.conf.set(MAINTENANCE_INTERVAL, "1s")
@@ -84,16 +76,16 @@ def test_a_store_unloaded_while_its_task_writes_closes_when_the_task_ends(spark,
         with jvm_log.captured(spark, "io.ttlstate", "INFO") as log:
             running = st.start_query(spark, st.TTLSTATE, gated_running_count(str(gate)), "update", events,
                                      checkpoint)
-            _wait_for(lambda: (gate / "holding").exists(), 120, "a task to hold its write store")
+            cl.wait_until(lambda: (gate / "holding").exists(), 120, "a task to hold its write store")
             # what Spark's maintenance does to the providers of a stopped query run: at its next
             # pass (1 s) it finds them inactive and unloads them, the held one included
             coordinator = spark._jsparkSession.streams().stateStoreCoordinator()
             coordinator.deactivateInstances(running.query._jsq.runId())
-            _wait_for(lambda: "close deferred" in log.text, 60, "the held store's unload")
+            cl.wait_until(lambda: "close deferred" in log.text, 60, "the held store's unload")
             os.unlink(gate / "hold")
             (gate / "release").touch()
             result = running.result()
-            _wait_for(lambda: "Closed" in log.text.split("close deferred", 1)[1], 60,
+            cl.wait_until(lambda: "Closed" in log.text.split("close deferred", 1)[1], 60,
                       "the deferred close at the end of the task")
     finally:
         (gate / "release").touch()

@@ -244,7 +244,7 @@ public final class RemoteStore {
                                           StoreMetrics metrics, long fromSnapshot) {
         closed = false;
         txnTask = TaskContext.get();
-        if (!readOnly && writer != null && writer.isUpdating()) {
+        if (!readOnly && writing()) {
             // a write store Spark left behind (its task died without aborting): end it, so the
             // new one can write; only one transaction at a time writes into the database
             LOG.warn("Aborting the unfinished write store of version {} of {} before opening another",
@@ -567,7 +567,7 @@ public final class RemoteStore {
         if (closed || !connectionUsable() || loadedVersion <= 0) {
             return;
         }
-        if (writer != null && writer.isUpdating()) {
+        if (writing()) {
             return; // a transaction writes into the database: the next maintenance round snapshots
         }
         if (loadedVersion - lastSnapshotVersion < storeConf.minDeltasForSnapshot()) {
@@ -683,7 +683,12 @@ public final class RemoteStore {
 
     /** Whether a write store or read store has a transaction open on this store. */
     private boolean inTransaction() {
-        return (writer != null && writer.isUpdating()) || (readerTxn != null && !readerTxn.isEnded());
+        return writing() || (readerTxn != null && !readerTxn.isEnded());
+    }
+
+    /** Whether a write store has its transaction open (neither committed nor aborted). */
+    private boolean writing() {
+        return writer != null && writer.isUpdating();
     }
 
     private synchronized void closeNow() {
@@ -694,7 +699,7 @@ public final class RemoteStore {
             return;
         }
         closed = true;
-        if (writer != null && writer.isUpdating()) {
+        if (writing()) {
             writer.abort(); // its task ended without committing (Spark aborts it later: a no-op then)
         }
         if (readerTxn != null && !readerTxn.isEnded()) {
