@@ -25,6 +25,11 @@ COMPRESSIONS = ("none", "snappy", "lz4", "lz4hc", "zstd", "zlib", "bz2")
 # instead of RocksDB's 4 makes that happen a quarter as often (benchmarks/
 # test_checkpoint_bytes.py; DESIGN decision 30); Bloom filters keep gets cheap across them.
 L0_COMPACTION_TRIGGER = 16
+# ...except in a store the worker scans whole (a join's watermark eviction reads every entry of
+# a state beyond the JVM's cache each batch): a scan merges every L0 file, each spanning the whole
+# key range, and what the store removes stays in them as tombstones until compaction. Such a store
+# compacts after RocksDB's 4 (DESIGN decision 92).
+SCANNED_L0_COMPACTION_TRIGGER = 4
 BLOOM_BITS_PER_KEY = 10
 INFO_LOG_BYTES = 1 << 20
 _MIB = 1 << 20
@@ -102,9 +107,10 @@ def options(s: RocksDbSettings, statistics: bool) -> Options:
     """The Options of one database (raw mode: keys and values are plain bytes)."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
-    opts.set_level_zero_file_num_compaction_trigger(L0_COMPACTION_TRIGGER)
-    opts.set_level_zero_slowdown_writes_trigger(2 * L0_COMPACTION_TRIGGER)
-    opts.set_level_zero_stop_writes_trigger(3 * L0_COMPACTION_TRIGGER)
+    compact, slow_down, stop = _level0_limits(L0_COMPACTION_TRIGGER)
+    opts.set_level_zero_file_num_compaction_trigger(compact)
+    opts.set_level_zero_slowdown_writes_trigger(slow_down)
+    opts.set_level_zero_stop_writes_trigger(stop)
     # RocksDB's info LOG never rotates by default and grows with every flush and compaction
     # (benchmarks/results/soak.md): roll it at 1 MiB, keep one old file, no stats dumps.
     opts.set_max_log_file_size(INFO_LOG_BYTES)
@@ -147,6 +153,18 @@ def options(s: RocksDbSettings, statistics: bool) -> Options:
     if statistics:
         opts.enable_statistics()
     return opts
+
+
+def _level0_limits(trigger: int) -> tuple[int, int, int]:
+    """The L0 file counts at which RocksDB compacts, slows writes down and stops them."""
+    return trigger, 2 * trigger, 3 * trigger
+
+
+def scanned_store() -> dict[str, str]:
+    """The mutable options (`Rdict.set_options`) of a store the worker scans whole."""
+    compact, slow_down, stop = _level0_limits(SCANNED_L0_COMPACTION_TRIGGER)
+    return {"level0_file_num_compaction_trigger": str(compact), "level0_slowdown_writes_trigger": str(slow_down),
+            "level0_stop_writes_trigger": str(stop)}
 
 
 def memtable_bloom() -> dict[str, str]:

@@ -40,6 +40,11 @@ METRIC_TTL_EVENT_TIME = "ttlstateTtlEventTime"
 METRIC_OPEN_TRANSACTIONS = "ttlstateOpenTransactions"
 
 
+# What `Store._tune` sets on a database once (names for its log lines).
+_MEMTABLE_BLOOM = "memtable Bloom filter"
+_SCANNED_L0 = "level-0 compaction trigger of a scanned store"
+
+
 class Store:
     """A store's local database. Owned by one worker; callers hold `lock`."""
 
@@ -65,7 +70,7 @@ class Store:
         self.writer: Txn | None = None  # the transaction writing into the database, if any
         self._txn_ids = itertools.count(1)
         self.dropped_seen = 0  # compaction-filter drops counted so far
-        self.memtable_bloom_done = False  # the database's memtables have their Bloom filter (or setting it failed)
+        self.tuned: set[str] = set()  # what `_tune` set on the database (or failed to)
         self.dropped_unreported = 0
         self.last_compaction = self.clock.current_timestamp()
         self._dirs = itertools.count(1)
@@ -87,7 +92,7 @@ class Store:
         """
         self.db_dir = path
         self.dropped_seen = 0
-        self.memtable_bloom_done = False
+        self.tuned = set()
         db_ttl_ms = None
         if self.db_ttl:
             now = self.clock.current_timestamp()
@@ -207,21 +212,34 @@ class Store:
     def enable_memtable_bloom_when_large(self, key_delta: int = 0) -> None:
         """Give the database's next memtables a whole-key Bloom filter once the store holds
         (with `key_delta` of an open transaction) `MEMTABLE_BLOOM_MIN_KEYS` keys: most of its
-        gets then miss the memtable (DESIGN 77). Once per database (a reopened one starts
-        without it); best effort: a failure is logged, the store works on without it."""
-        if self.memtable_bloom_done or self.db is None:
+        gets then miss the memtable (DESIGN 77)."""
+        if _MEMTABLE_BLOOM in self.tuned or self.db is None:
             return
         keys = self.num_keys + key_delta
-        if keys < rocksdb_options.MEMTABLE_BLOOM_MIN_KEYS:
-            return
-        self.memtable_bloom_done = True
+        if keys >= rocksdb_options.MEMTABLE_BLOOM_MIN_KEYS and self._tune(_MEMTABLE_BLOOM,
+                                                                           rocksdb_options.memtable_bloom()):
+            log.info("%s: %d keys: its memtables get a whole-key Bloom filter", self.store_id, keys)
+
+    def scanned_whole(self) -> None:
+        """A scan of every entry reads this store: it compacts level 0 sooner from now on
+        (`SCANNED_L0_COMPACTION_TRIGGER`, DESIGN 92)."""
+        if self._tune(_SCANNED_L0, rocksdb_options.scanned_store()):
+            log.info("%s: scanned whole: level 0 compacts after %d files", self.store_id,
+                     rocksdb_options.SCANNED_L0_COMPACTION_TRIGGER)
+
+    def _tune(self, what: str, options: dict[str, str]) -> bool:
+        """Set mutable database options, once per database (a reopened one starts without
+        them); best effort: a failure is logged and the store works on without them."""
+        if what in self.tuned or self.db is None:
+            return False
+        self.tuned.add(what)
         try:
-            self.db.set_options(rocksdb_options.memtable_bloom())
+            self.db.set_options(options)
         except Exception as e:  # rocksdict's plain Exception: an optimisation lost, nothing else
-            log.warning("%s: could not give its memtables a Bloom filter (%s: %s); reads go on without it",
-                        self.store_id, type(e).__name__, e)
-            return
-        log.info("%s: %d keys: its memtables get a whole-key Bloom filter", self.store_id, keys)
+            log.warning("%s: could not set its %s (%s: %s); the store works on without", self.store_id, what,
+                        type(e).__name__, e)
+            return False
+        return True
 
     def visible_keys(self, now: int, delta: TsHistogram | None = None, key_delta: int = 0) -> int:
         """numKeys as Spark sees it: without expired entries under NeverReturnExpired."""

@@ -326,6 +326,8 @@ class Txn:
         of this call, so later writes (this transaction's or a concurrent commit) do not
         disturb the iteration (the RocksDB provider's behaviour).
         """
+        if not prefix:
+            self.store.scanned_whole()
         base = _sorted_prefixed(self.shadow, prefix)
         staged = _sorted_prefixed(self.overlay, prefix)
         merged = db_items(self.store.db, prefix, {k for k, _ in base})

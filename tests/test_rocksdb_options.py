@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from cluster import wait_until
 from service_client import encode_records
 from ttlstate import conf, protocol, rocksdb_options
 from ttlstate.errors import InvalidConfError
@@ -164,3 +165,56 @@ def test_a_store_gets_a_memtable_bloom_once_it_holds_enough_keys(open_store, tmp
         records = [(protocol.RECORD_PUT_NEW, b"k%04d" % i, b"v") for i in range(start, start + n)]
         t.apply(records, encode_records(protocol.Writer(), records).body())
         assert memtable_options(growing)["memtable_prefix_bloom_size_ratio"] == ratio
+
+
+def test_a_store_scanned_whole_compacts_level_0_after_4_files(open_store, tmp_path):
+    # DESIGN 92: a scan merges every L0 file; a store read by key keeps RocksDB's files for 16
+    def level0(store):
+        o = _options_file(store)
+        return [o[k] for k in ("level0_file_num_compaction_trigger", "level0_slowdown_writes_trigger",
+                               "level0_stop_writes_trigger")]
+
+    expected = {}
+
+    def flushed_files(store, n):
+        for f in range(n):  # n overlapping L0 files
+            t = store.begin(store.version, read_only=False)
+            for i in range(f, 400, 2):
+                t.put(b"k%04d" % i, b"v%d" % f)
+                if store is scanned:
+                    expected[b"k%04d" % i] = b"v%d" % f
+            store.commit(t, store.version + 1, str(tmp_path / f"{store.store_id}-{store.version + 1}.changelog"))
+            store.db.flush()
+
+    def files_at_level0(store):
+        return store.db.property_int_value("rocksdb.num-files-at-level0")
+
+    scanned, by_key = open_store(RocksDbSettings()), open_store(RocksDbSettings())
+    for store in (scanned, by_key):
+        flushed_files(store, 1)
+        r = store.begin(store.version, read_only=True)
+        assert len(list(r.iterate(b"k000"))) == 5  # a prefix scan: not a scan of the store
+        r.end()
+    assert level0(scanned) == level0(by_key) == ["16", "32", "48"]
+
+    r = scanned.begin(scanned.version, read_only=True)
+    assert len(list(r.iterate(b""))) == 200
+    r.end()
+    assert level0(scanned) == ["4", "8", "12"] and level0(by_key) == ["16", "32", "48"]
+
+    flushed_files(scanned, 4)
+    flushed_files(by_key, 4)
+    wait_until(lambda: files_at_level0(scanned) < 4, 30, "the scanned store's L0 compaction")
+    assert files_at_level0(by_key) == 5
+    r = scanned.begin(scanned.version, read_only=True)
+    assert dict(r.iterate(b"")) == expected and len(expected) == 400  # compaction lost nothing
+    r.end()
+
+    # a reload opens a new database with the default; its next scan sets it again
+    changelogs = [(v, str(tmp_path / f"{scanned.store_id}-{v}.changelog")) for v in range(1, scanned.version + 1)]
+    assert scanned.load(scanned.version, changelogs=changelogs) == 400
+    assert level0(scanned) == ["16", "32", "48"]
+    r = scanned.begin(scanned.version, read_only=True)
+    list(r.iterate(b""))
+    r.end()
+    assert level0(scanned) == ["4", "8", "12"]
