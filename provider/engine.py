@@ -27,6 +27,7 @@ _DB_TTL_SUFFIX = 4  # RocksDB's TTL database appends a 4-byte write time to ever
 _DROPPED_BY_FILTER = re.compile(r"rocksdb\.compaction\.key\.drop\.user COUNT : (\d+)")
 _MEMORY_PROPERTIES = ("rocksdb.cur-size-all-mem-tables", "rocksdb.estimate-table-readers-mem")
 _BLOCK_CACHE_USAGE = "rocksdb.block-cache-usage"
+DEFAULT_COLUMN_FAMILY = "default"  # RocksDB's; ttlstate's databases have no other
 
 
 def engine_errors(fn):
@@ -51,13 +52,19 @@ def open_database(path: str, settings: rocksdb_options.RocksDbSettings, db_ttl_m
     TTL database (whose compaction filter drops entries written longer ago than that, in
     whole seconds rounded up). Returns (database, its options: they hold the statistics of
     a TTL database)."""
+    # The column family's options named, not left to rocksdict: opening an existing directory it
+    # takes them from the directory's newest OPTIONS file, and a load restores the snapshot's.
+    # The database then ran with the options of whoever wrote that snapshot, and a TTL database
+    # wrapped the file's TTL compaction filter in its own: the inner one read a value's last
+    # bytes as its write time and dropped live entries at compaction (DESIGN 93).
     if db_ttl_ms is None:
         opts = rocksdb_options.options(settings, statistics=False)
-        db = Rdict(path, opts)
+        db = Rdict(path, opts, column_families={DEFAULT_COLUMN_FAMILY: opts})
     else:
         secs = math.ceil(min(MAX_TS, db_ttl_ms) / 1000)
         opts = rocksdb_options.options(settings, statistics=True)
-        db = Rdict(path, opts, access_type=AccessType.with_ttl(min(max(secs, 1), 2**31 - 1)))
+        db = Rdict(path, opts, column_families={DEFAULT_COLUMN_FAMILY: opts},
+                   access_type=AccessType.with_ttl(min(max(secs, 1), 2**31 - 1)))
     db.set_write_options(rocksdb_options.write_options())
     return db, opts
 

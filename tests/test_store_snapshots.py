@@ -15,8 +15,9 @@ import time
 import pytest
 from rocksdict import AccessType, Options, Rdict
 
-from ttlstate import manifest, ttl_cleanup
+from ttlstate import manifest, rocksdb_options, ttl_cleanup
 from ttlstate.errors import CorruptFileError, StorageError, TtlstateError, VersionMismatchError
+from ttlstate.rocksdb_options import RocksDbSettings
 from ttlstate.statefile import LAYOUT_PLAIN, LAYOUT_TTL
 from ttlstate.store import Store
 from ttlstate.ttl.config import StateVisibility, TtlConfig
@@ -447,3 +448,65 @@ def test_manifest_only_load_does_not_scan(mk):
     assert other.num_keys == n and other.hist.counts == {NOW: n}  # from the manifest
     ttl_cleanup.recount(other)  # what a scan finds agrees
     assert other.num_keys == n and other.hist.counts == {NOW: n}
+
+
+def _options_file(db_dir: str) -> dict[str, str]:
+    """The `name=value` lines of the newest OPTIONS file RocksDB wrote for the database."""
+    newest = max((f for f in os.listdir(db_dir) if f.startswith("OPTIONS-")), key=lambda f: int(f[8:]))
+    with open(os.path.join(db_dir, newest)) as f:
+        return dict(line.strip().split("=", 1) for line in f if "=" in line)
+
+
+def test_a_ttl_database_loaded_from_a_snapshot_keeps_its_entries_through_compaction(mk):
+    # DESIGN 93: the snapshot's OPTIONS file once wrapped its TTL compaction filter into the new
+    # one; the inner filter read the value's last bytes as a write time and dropped live entries
+    lin = mk("a", TTL_DB)
+    keys = [b"k%04d" % i for i in range(500)]
+    lin.commit(puts=keys)
+    lin.snapshot()
+    loaded = _new_store(mk, "b", TTL_DB)
+    assert lin.load_into(loaded, 1, 1) == 500
+    assert _options_file(loaded.db_dir)["compaction_filter_factory"].count("TtlCompactionFilterFactory") == 1
+    loaded.db.compact_range(None, None)
+    assert _entries(loaded) == [(k, b"v-" + k) for k in keys]
+    assert len(_raw_values(loaded.db_dir)) == 500
+
+
+def test_a_database_loaded_from_a_snapshot_runs_with_the_loading_stores_options(mk, tmp_path):
+    # DESIGN 93: not with those of the OPTIONS file the snapshot carries (another block size here)
+    lin = mk("a")
+    lin.store.close(delete_files=True)
+    lin.store = Store("a", str(tmp_path / "a4k"), PLAIN, rocksdb=RocksDbSettings(block_bytes=4096))
+    lin.commit(puts=[b"k%04d" % i for i in range(100)])
+    lin.snapshot()
+    assert _options_file(lin.store.db_dir)["block_size"] == "4096"
+    loaded = _new_store(mk, "b")  # ttlstate's default options
+    assert lin.load_into(loaded, 1, 1) == 100
+    assert _options_file(loaded.db_dir)["block_size"] == str(rocksdb_options.DEFAULT_BLOCK_BYTES)
+    assert len(_entries(loaded)) == 100
+    lin.store.close(delete_files=True)
+
+
+def test_a_database_loaded_from_a_snapshot_shares_the_workers_block_cache(mk, tmp_path):
+    # DESIGN 93: it got a block cache of its own from the snapshot's OPTIONS file, outside the budget
+    bounded = RocksDbSettings(bounded_total_bytes=64 << 20)
+    lin = mk("a")
+    lin.store.close(delete_files=True)
+    lin.store = Store("a", str(tmp_path / "bounded"), PLAIN, rocksdb=bounded)
+    lin.commit(puts=[b"k%06d" % i for i in range(50_000)])
+    lin.snapshot()
+    loaded = Store("b", str(tmp_path / "b"), PLAIN, rocksdb=bounded)
+    other = Store("c", str(tmp_path / "c"), PLAIN, rocksdb=bounded)
+    try:
+        assert lin.load_into(loaded, 1, 1) == 50_000
+        before = other.db.property_int_value("rocksdb.block-cache-usage")
+        t = loaded.begin(1, True)
+        assert all(t.get(b"k%06d" % i) == b"v-k%06d" % i for i in range(0, 50_000, 7))
+        t.end()
+        grown = other.db.property_int_value("rocksdb.block-cache-usage") - before
+        assert grown > 1 << 20  # the blocks the loaded store read are in the cache the others use
+        assert loaded.db.property_int_value("rocksdb.block-cache-usage") == \
+            other.db.property_int_value("rocksdb.block-cache-usage")
+    finally:
+        for s in (loaded, other, lin.store):
+            s.close(delete_files=True)
