@@ -1,6 +1,6 @@
-"""RocksDB tuning keys: profiles, single overrides and the bounded memory of a worker, and the
-memtable Bloom filter of large stores, checked in the OPTIONS file RocksDB writes for each real
-database and in its live properties."""
+"""RocksDB tuning keys: profiles, single overrides and the bounded memory of a worker, the
+memtable Bloom filter of large stores and the level-0 trigger of stores scanned whole, checked in
+the OPTIONS file RocksDB writes for each real database and in its live properties."""
 
 from __future__ import annotations
 
