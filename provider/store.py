@@ -213,8 +213,6 @@ class Store:
         """Give the database's next memtables a whole-key Bloom filter once the store holds
         (with `key_delta` of an open transaction) `MEMTABLE_BLOOM_MIN_KEYS` keys: most of its
         gets then miss the memtable (DESIGN 77)."""
-        if _MEMTABLE_BLOOM in self.tuned or self.db is None:
-            return
         keys = self.num_keys + key_delta
         if keys >= rocksdb_options.MEMTABLE_BLOOM_MIN_KEYS and self._tune(_MEMTABLE_BLOOM,
                                                                            rocksdb_options.memtable_bloom()):

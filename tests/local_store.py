@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import glob
+import os
 import pathlib
 from typing import Iterable, Iterator
 
@@ -27,3 +29,16 @@ def reading(tmp_path: pathlib.Path, keys: Iterable[bytes]) -> Iterator[Txn]:
             t.end()
     finally:
         store.close(delete_files=True)
+
+
+def options_file(store: Store) -> dict[str, str]:
+    """The `name=value` lines of the newest OPTIONS file RocksDB wrote for the store's database
+    (a name in several sections: its first value)."""
+    path = sorted(glob.glob(os.path.join(store.db_dir, "OPTIONS-*")))[-1]
+    out = {}
+    with open(path) as f:
+        for line in f:
+            name, eq, value = line.strip().partition("=")
+            if eq:
+                out.setdefault(name, value)
+    return out

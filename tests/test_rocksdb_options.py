@@ -4,12 +4,10 @@ the OPTIONS file RocksDB writes for each real database and in its live propertie
 
 from __future__ import annotations
 
-import glob
-import os
-
 import pytest
 
 from cluster import wait_until
+from local_store import options_file
 from service_client import encode_records
 from ttlstate import conf, protocol, rocksdb_options
 from ttlstate.errors import InvalidConfError
@@ -21,17 +19,6 @@ P = conf.PREFIX
 
 def _settings(**confs) -> RocksDbSettings:
     return RocksDbSettings.from_conf(conf.resolve({P + k: v for k, v in confs.items()}, "store"))
-
-
-def _options_file(store: Store) -> dict[str, str]:
-    """The `name=value` lines of the newest OPTIONS file of the store's database."""
-    path = sorted(glob.glob(os.path.join(store.db_dir, "OPTIONS-*")))[-1]
-    out = {}
-    for line in open(path):
-        name, eq, value = line.strip().partition("=")
-        if eq:
-            out.setdefault(name, value)
-    return out
 
 
 @pytest.fixture
@@ -60,7 +47,7 @@ def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp
     store = open_store(_settings(**{"rocksdb.profile": profile.lower(),  # case does not matter
                                     "rocksdb.boundedMemory.totalBytes": "0"}))
     _round_trip(store, tmp_path)
-    o = _options_file(store)
+    o = options_file(store)
     assert o["level0_file_num_compaction_trigger"] == "16" and o["max_log_file_size"] == "1048576"
     assert o["compression"] == "kLZ4Compression"  # ttlstate's default, not RocksDB's snappy (DESIGN 76)
     tuned = profile != "DEFAULT"
@@ -81,7 +68,7 @@ def test_a_store_built_without_confs_compresses_as_the_service_does(open_store, 
     their SSTs are LZ4-compressed too, not RocksDB's Snappy (DESIGN 76)."""
     store = open_store(RocksDbSettings())
     _round_trip(store, tmp_path)
-    assert _options_file(store)["compression"] == "kLZ4Compression"
+    assert options_file(store)["compression"] == "kLZ4Compression"
 
 
 def test_single_keys_override_the_profile(open_store, tmp_path):
@@ -90,7 +77,7 @@ def test_single_keys_override_the_profile(open_store, tmp_path):
                                     "rocksdb.writeBufferSize": "4m", "rocksdb.maxWriteBufferNumber": "3",
                                     "rocksdb.compression": "zstd", "rocksdb.boundedMemory.totalBytes": "0"}))
     _round_trip(store, tmp_path)
-    o = _options_file(store)
+    o = options_file(store)
     assert o["block_size"] == str(8 << 10) and o["write_buffer_size"] == str(4 << 20)
     assert o["max_write_buffer_number"] == "3" and o["compression"] == "kZSTD"
     assert o["target_file_size_base"] == str(256 << 20)  # the rest of the profile stays
@@ -108,7 +95,7 @@ def test_bounded_memory_is_one_cache_for_all_stores_of_a_worker(open_store, tmp_
     for s in (a, b):
         assert s.db.property_int_value("rocksdb.block-cache-capacity") == budget
         # index and filter blocks live with each table, not in the shared cache (DESIGN 50)
-        assert _options_file(s)["cache_index_and_filter_blocks"] == "false"
+        assert options_file(s)["cache_index_and_filter_blocks"] == "false"
         s.db.flush()
         assert s.db.property_int_value("rocksdb.estimate-table-readers-mem") > 0
     # the memtables are charged to the shared cache: its usage covers both stores' writes
@@ -134,7 +121,7 @@ def test_a_store_gets_a_memtable_bloom_once_it_holds_enough_keys(open_store, tmp
     bloom = {"memtable_prefix_bloom_size_ratio": "0.020000", "memtable_whole_key_filtering": "true"}
 
     def memtable_options(store):
-        o = _options_file(store)
+        o = options_file(store)
         return {k: o[k] for k in bloom}
 
     store = open_store(RocksDbSettings())
@@ -170,7 +157,7 @@ def test_a_store_gets_a_memtable_bloom_once_it_holds_enough_keys(open_store, tmp
 def test_a_store_scanned_whole_compacts_level_0_after_4_files(open_store, tmp_path):
     # DESIGN 92: a scan merges every L0 file; a store read by key keeps RocksDB's files for 16
     def level0(store):
-        o = _options_file(store)
+        o = options_file(store)
         return [o[k] for k in ("level0_file_num_compaction_trigger", "level0_slowdown_writes_trigger",
                                "level0_stop_writes_trigger")]
 

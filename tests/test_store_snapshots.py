@@ -15,6 +15,7 @@ import time
 import pytest
 from rocksdict import AccessType, Options, Rdict
 
+from local_store import options_file
 from ttlstate import manifest, rocksdb_options, ttl_cleanup
 from ttlstate.errors import CorruptFileError, StorageError, TtlstateError, VersionMismatchError
 from ttlstate.rocksdb_options import RocksDbSettings
@@ -450,13 +451,6 @@ def test_manifest_only_load_does_not_scan(mk):
     assert other.num_keys == n and other.hist.counts == {NOW: n}
 
 
-def _options_file(db_dir: str) -> dict[str, str]:
-    """The `name=value` lines of the newest OPTIONS file RocksDB wrote for the database."""
-    newest = max((f for f in os.listdir(db_dir) if f.startswith("OPTIONS-")), key=lambda f: int(f[8:]))
-    with open(os.path.join(db_dir, newest)) as f:
-        return dict(line.strip().split("=", 1) for line in f if "=" in line)
-
-
 def test_a_ttl_database_loaded_from_a_snapshot_keeps_its_entries_through_compaction(mk):
     # DESIGN 93: the snapshot's OPTIONS file once wrapped its TTL compaction filter into the new
     # one; the inner filter read the value's last bytes as a write time and dropped live entries
@@ -466,7 +460,7 @@ def test_a_ttl_database_loaded_from_a_snapshot_keeps_its_entries_through_compact
     lin.snapshot()
     loaded = _new_store(mk, "b", TTL_DB)
     assert lin.load_into(loaded, 1, 1) == 500
-    assert _options_file(loaded.db_dir)["compaction_filter_factory"].count("TtlCompactionFilterFactory") == 1
+    assert options_file(loaded)["compaction_filter_factory"].count("TtlCompactionFilterFactory") == 1
     loaded.db.compact_range(None, None)
     assert _entries(loaded) == [(k, b"v-" + k) for k in keys]
     assert len(_raw_values(loaded.db_dir)) == 500
@@ -479,10 +473,10 @@ def test_a_database_loaded_from_a_snapshot_runs_with_the_loading_stores_options(
     lin.store = Store("a", str(tmp_path / "a4k"), PLAIN, rocksdb=RocksDbSettings(block_bytes=4096))
     lin.commit(puts=[b"k%04d" % i for i in range(100)])
     lin.snapshot()
-    assert _options_file(lin.store.db_dir)["block_size"] == "4096"
+    assert options_file(lin.store)["block_size"] == "4096"
     loaded = _new_store(mk, "b")  # ttlstate's default options
     assert lin.load_into(loaded, 1, 1) == 100
-    assert _options_file(loaded.db_dir)["block_size"] == str(rocksdb_options.DEFAULT_BLOCK_BYTES)
+    assert options_file(loaded)["block_size"] == str(rocksdb_options.DEFAULT_BLOCK_BYTES)
     assert len(_entries(loaded)) == 100
     lin.store.close(delete_files=True)
 
