@@ -33,11 +33,11 @@ NOW = 1_700_000_000_000
 class Lineage:
     """A store plus the checkpoint files it wrote: changelogs, manifests and SSTs by name."""
 
-    def __init__(self, tmp_path, name, config=PLAIN):
+    def __init__(self, tmp_path, name, config=PLAIN, rocksdb=RocksDbSettings()):
         self.root = tmp_path / f"{name}-checkpoint"
         (self.root / "sst").mkdir(parents=True)
         self.tmp = tmp_path
-        self.store = Store(name, str(tmp_path / name), config)
+        self.store = Store(name, str(tmp_path / name), config, rocksdb=rocksdb)
         self.uploaded: list[str] = []  # SST names in upload order (a name is never uploaded twice)
 
     def commit(self, puts=(), removes=(), batch_ts=NOW, changelog=True):
@@ -77,8 +77,8 @@ class Lineage:
 def mk(tmp_path):
     made = []
 
-    def make(name, config=PLAIN):
-        lin = Lineage(tmp_path, name, config)
+    def make(name, config=PLAIN, rocksdb=RocksDbSettings()):
+        lin = Lineage(tmp_path, name, config, rocksdb)
         made.append(lin.store)
         return lin
     yield make
@@ -86,8 +86,8 @@ def mk(tmp_path):
         s.close(delete_files=True)
 
 
-def _new_store(mk, name, config=PLAIN) -> Store:
-    return mk(name, config).store
+def _new_store(mk, name, config=PLAIN, rocksdb=RocksDbSettings()) -> Store:
+    return mk(name, config, rocksdb).store
 
 
 def _entries(store: Store, version=None, batch_ts=NOW):
@@ -466,11 +466,9 @@ def test_a_ttl_database_loaded_from_a_snapshot_keeps_its_entries_through_compact
     assert len(_raw_values(loaded.db_dir)) == 500
 
 
-def test_a_database_loaded_from_a_snapshot_runs_with_the_loading_stores_options(mk, tmp_path):
+def test_a_database_loaded_from_a_snapshot_runs_with_the_loading_stores_options(mk):
     # DESIGN 93: not with those of the OPTIONS file the snapshot carries (another block size here)
-    lin = mk("a")
-    lin.store.close(delete_files=True)
-    lin.store = Store("a", str(tmp_path / "a4k"), PLAIN, rocksdb=RocksDbSettings(block_bytes=4096))
+    lin = mk("a", rocksdb=RocksDbSettings(block_bytes=4096))
     lin.commit(puts=[b"k%04d" % i for i in range(100)])
     lin.snapshot()
     assert options_file(lin.store)["block_size"] == "4096"
@@ -478,29 +476,21 @@ def test_a_database_loaded_from_a_snapshot_runs_with_the_loading_stores_options(
     assert lin.load_into(loaded, 1, 1) == 100
     assert options_file(loaded)["block_size"] == str(rocksdb_options.DEFAULT_BLOCK_BYTES)
     assert len(_entries(loaded)) == 100
-    lin.store.close(delete_files=True)
 
 
-def test_a_database_loaded_from_a_snapshot_shares_the_workers_block_cache(mk, tmp_path):
+def test_a_database_loaded_from_a_snapshot_shares_the_workers_block_cache(mk):
     # DESIGN 93: it got a block cache of its own from the snapshot's OPTIONS file, outside the budget
     bounded = RocksDbSettings(bounded_total_bytes=64 << 20)
-    lin = mk("a")
-    lin.store.close(delete_files=True)
-    lin.store = Store("a", str(tmp_path / "bounded"), PLAIN, rocksdb=bounded)
+    lin = mk("a", rocksdb=bounded)
     lin.commit(puts=[b"k%06d" % i for i in range(50_000)])
     lin.snapshot()
-    loaded = Store("b", str(tmp_path / "b"), PLAIN, rocksdb=bounded)
-    other = Store("c", str(tmp_path / "c"), PLAIN, rocksdb=bounded)
-    try:
-        assert lin.load_into(loaded, 1, 1) == 50_000
-        before = other.db.property_int_value("rocksdb.block-cache-usage")
-        t = loaded.begin(1, True)
-        assert all(t.get(b"k%06d" % i) == b"v-k%06d" % i for i in range(0, 50_000, 7))
-        t.end()
-        grown = other.db.property_int_value("rocksdb.block-cache-usage") - before
-        assert grown > 1 << 20  # the blocks the loaded store read are in the cache the others use
-        assert loaded.db.property_int_value("rocksdb.block-cache-usage") == \
-            other.db.property_int_value("rocksdb.block-cache-usage")
-    finally:
-        for s in (loaded, other, lin.store):
-            s.close(delete_files=True)
+    loaded, other = _new_store(mk, "b", rocksdb=bounded), _new_store(mk, "c", rocksdb=bounded)
+    assert lin.load_into(loaded, 1, 1) == 50_000
+    before = other.db.property_int_value("rocksdb.block-cache-usage")
+    t = loaded.begin(1, True)
+    assert all(t.get(b"k%06d" % i) == b"v-k%06d" % i for i in range(0, 50_000, 7))
+    t.end()
+    grown = other.db.property_int_value("rocksdb.block-cache-usage") - before
+    assert grown > 1 << 20  # the blocks the loaded store read are in the cache the others use
+    assert loaded.db.property_int_value("rocksdb.block-cache-usage") == \
+        other.db.property_int_value("rocksdb.block-cache-usage")
