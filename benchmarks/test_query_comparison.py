@@ -157,7 +157,7 @@ def _memory(r: dict) -> int:
 
 
 def write_report() -> None:
-    out = [f"# ttlstate vs Spark's state store providers: queries\n",
+    out = ["# ttlstate vs Spark's state store providers: queries\n",
            f"Command: `make bench` (this part: `{report.knobs('BENCH_WORKLOADS', 'BENCH_VARIANTS', 'BENCH_ROUNDS', 'BENCH_BATCHES', 'BENCH_SCALE', 'BENCH_DRIVER_MEMORY', 'BENCH_DRIVER_JAVA_OPTIONS')}"
            f"python -m pytest benchmarks/test_query_comparison.py --benchmark-only -s`). {report.machine()}.\n",
            f"Every run: `local[2]`, 4 shuffle partitions, driver memory {runner.DRIVER_MEMORY}, its own "

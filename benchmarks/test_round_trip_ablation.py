@@ -15,7 +15,6 @@ import os
 import pytest
 
 import report
-import runner
 import workloads
 from test_query_comparison import input_root, run_variant  # noqa: F401 (fixture)
 

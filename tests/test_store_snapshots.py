@@ -19,7 +19,7 @@ from local_store import options_file
 from ttlstate import manifest, rocksdb_options, ttl_cleanup
 from ttlstate.errors import CorruptFileError, StorageError, TtlstateError, VersionMismatchError
 from ttlstate.rocksdb_options import RocksDbSettings
-from ttlstate.statefile import LAYOUT_PLAIN, LAYOUT_TTL
+from ttlstate.statefile import LAYOUT_TTL
 from ttlstate.store import Store
 from ttlstate.ttl.config import StateVisibility, TtlConfig
 
