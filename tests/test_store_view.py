@@ -183,6 +183,34 @@ def test_on_read_and_write_refreshes_entries_the_cache_answers(js, tmp_path):
     assert js.get(s, "k", 1) == 1 and js.get(s, "k", 2) is None
 
 
+
+def test_an_aborted_refresh_on_read_is_not_remembered(js, tmp_path):
+    """A write transaction beside an open read store keeps its writes apart; the worker's
+    refresh on its read is part of them. Aborted, the refresh must leave the view too, or the
+    retry sees the refreshed expiry, skips the refresh, and a later batch is served a value
+    the worker holds as expired (found by an audit)."""
+    root = new_root(tmp_path / "ckpt")
+    conf = js.store_conf(**{PREFIX + "ttl": "1s", PREFIX + "updateType": "OnReadAndWrite",
+                            PREFIX + "cleanup.inBackground": "false", PREFIX + "keyFilter.enabled": "false"})
+    offsets(root, 0, 10_000)
+    _commit_keys(js, js.provider(root, conf=conf), 0, [1])  # k1 expires at 11_000
+    p = js.provider(root, conf=conf)  # a fresh provider: an empty view
+    offsets(root, 1, 10_500)
+    read = p.getReadStore(1, js.none)
+    w = js.get_store(p, 1)
+    assert js.get(w, "k", 1) == 1  # the worker refreshes k1 to 11_500 in the transaction
+    w.abort()
+    read.abort()
+    w = js.get_store(p, 1)  # the retry of batch 1
+    assert js.get(w, "k", 1) == 1
+    assert w.commit() == 2
+    offsets(root, 2, 11_200)  # live only if the retry refreshed it
+    s = js.get_store(p, 2)
+    same = js.get(s, "k", 1)
+    s.abort()
+    s = js.get_store(js.provider(root, conf=conf), 2)  # a fresh provider: the worker decides
+    assert js.get(s, "k", 1) == 1 and same == 1
+
 def test_an_upgraded_read_store_ends_before_the_write_store_commits(js, tmp_path):
     """Spark's aggregation reads through a read store and upgrades it to the write store; it
     never ends the read store, so the write store must, or its transaction stays open on the

@@ -297,6 +297,18 @@ public final class CachedVersionView {
         evictedSinceReset = false;
     }
 
+    /**
+     * Forgets every value of {@code atVersion} but keeps its key filter, which stays right: for
+     * an aborted transaction that read through the worker with refresh on read, whose answers
+     * (their refreshed, never committed expiry) were remembered for the committed version.
+     */
+    public synchronized void forgetValues(long atVersion) {
+        if (atVersion == version && !closed) {
+            clearValues();
+            complete = false;
+        }
+    }
+
     /** Whether {@link #reset} left the filter unknown, so the store should warm the view up (a key scan). */
     public synchronized boolean wantsWarmUp(long atVersion) {
         return useFilter && !closed && atVersion == version && filter == null;

@@ -477,17 +477,25 @@ public final class RemoteStore {
     /**
      * {@code store} committed or aborted. An aborted transaction that wrote straight into the
      * worker's database left it at no version: the next store reloads it from the checkpoint.
+     * One that kept its writes apart but read with refresh on read left the worker's refreshed
+     * expiries in the view, for the committed version: its values are forgotten.
      */
     synchronized void writeEnded(WriteStore store, boolean committed) {
         if (writer == store) {
             writer = null;
         }
-        if (!committed && store.txn().isDirect()) {
+        if (committed) {
+            return;
+        }
+        // the view is null once the provider is closed (Spark may unload it as a task fails)
+        if (store.txn().isDirect()) {
             loadedVersion = -1;
             loadedId = null;
-            if (view != null) { // null once the provider is closed (Spark may unload it as a task fails)
+            if (view != null) {
                 view.reset(-1, -1);
             }
+        } else if (settings.ttlRefreshOnRead && view != null) {
+            view.forgetValues(store.version());
         }
     }
 
