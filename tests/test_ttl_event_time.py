@@ -77,6 +77,43 @@ def test_the_event_time_rule_is_the_shared_rule_on_the_watermark():
     assert event_time.stamp(W1) == W1
 
 
+def test_an_unknown_watermark_runs_at_the_committed_versions_clock_not_0(mk):
+    """-1 (the JVM could not read the watermark) must not take the store back to watermark 0:
+    a write transaction there would return entries the committed version saw expired and,
+    under OnReadAndWrite, re-stamp them UNSTAMPED, so the next batch stamps them with its
+    own watermark and they live another TTL."""
+    v = mk(cfg(update_type=UpdateType.ON_READ_AND_WRITE))
+    v.write(W1, puts=[b"a", b"b"])
+    v.write(W1 + DAY, puts=[b"c"])  # a and b expired at this version's watermark (unread)
+    assert v.store.batch_ts == W1 + DAY
+    r = v.txn(-1, read_only=True)
+    assert r.now() == W1 + DAY and r.get(b"a") is None and r.num_keys == 1
+    r.end()
+    t = v.txn(-1)
+    assert t.get(b"a") is None  # expired (and cleaned up on read), not returned
+    t.put(b"d", b"v-d")
+    v.commit(t)
+    assert v.stamps() == {b"b": W1, b"c": W1 + DAY, b"d": W1 + DAY}
+    assert v.store.batch_ts == W1 + DAY
+    t = v.txn(W1 + DAY + 1)
+    assert t.get(b"a") is None and t.get(b"b") is None and t.get(b"c") == b"v-c"
+    assert event_time.clock(-1, W1) == W1 and event_time.clock(-1, -1) == 0
+
+
+def test_a_known_watermark_is_not_raised_to_a_clock_of_another_time_base(mk):
+    """A store without TTL recorded batch timestamps (wall clock); turned on under EventTime,
+    its first batch runs at its watermark, behind them, not at the last batch timestamp."""
+    plain = mk(TtlConfig(), name="plain")
+    t = plain.store.begin(0, False, W1 + 300 * DAY)
+    t.put(b"a", b"v-a")
+    plain.store.commit(t, 1, str(plain.tmp / "plain-1.changelog"))
+    on = mk(cfg(), name="on")
+    on.store.load(1, W1, changelogs=[(1, str(plain.tmp / "plain-1.changelog"))])
+    assert on.store.batch_ts == W1 + 300 * DAY
+    on.write(W1 + 1, puts=[b"b"])
+    assert on.stamps() == {b"a": W1, b"b": W1 + 1}
+
+
 def test_an_entry_expires_when_the_watermark_reaches_its_watermark_plus_ttl(mk):
     v = mk(cfg())
     v.write(W1, puts=[b"a"])

@@ -19,10 +19,17 @@ from . import MAX_TS
 UNSTAMPED = MAX_TS  # the stamp of an entry written while the watermark is 0
 
 
-def clock(batch_watermark_ms: int) -> int:
-    """The TTL clock of a transaction from the watermark the JVM sent (-1: unknown, which
-    means no watermark yet, as 0 does)."""
-    return batch_watermark_ms if batch_watermark_ms > 0 else 0
+def clock(batch_watermark_ms: int, committed: int = -1) -> int:
+    """The TTL clock of a transaction from the watermark the JVM sent. -1 (unknown: no offset
+    log, e.g. a state reader, or one the JVM could not read) means the clock the store's
+    committed version ran at (`committed`, `Store.batch_ts`; 0 if none): never an earlier
+    clock, at which entries that version saw expired would come back (and be re-stamped). A
+    watermark the JVM knows is taken as it is (Spark's watermark never goes back, so a
+    replay's is that of its first attempt); it is not compared with `committed`, which may be
+    a batch timestamp, of another time base (the store without TTL or on another clock)."""
+    if batch_watermark_ms >= 0:
+        return batch_watermark_ms
+    return max(committed, 0)
 
 
 def stamp(now: int) -> int:
