@@ -58,10 +58,12 @@ class Txn:
         self.ttl_ms = store.ttl_ms
         self.hist_delta = TsHistogram()
         self.expired_on_read = 0
+        # per open TTL iterator, the keys `put`/`remove` wrote since it opened (`iterate`)
+        self.written_since: dict[int, set[bytes]] = {}
         if ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME:
             self.now = store.clock.current_timestamp
-        elif ttl.event_time:  # the batch's watermark (0, also when unknown: none yet)
-            fixed = event_time.clock(batch_ts)
+        elif ttl.event_time:  # the batch's watermark; unknown: the committed version's
+            fixed = event_time.clock(batch_ts, store.batch_ts)
             self.now = lambda: fixed
         else:  # the batch's timestamp; the clock at BEGIN when the JVM does not know it
             fixed = batch_ts if batch_ts >= 0 else store.clock.current_timestamp()
@@ -95,6 +97,7 @@ class Txn:
             self.overlay = {}
             self.shadow = {}
             self.purged = set()
+            self.written_since = {}
             if self.direct:
                 store.writer = None
                 if self.changelog is not None:
@@ -219,6 +222,8 @@ class Txn:
                 self.key_delta += not present
                 self.overlay[key] = value
             return
+        if self.written_since:
+            self._written(key)
         self._put_stored(key, codec.encode(self.stamp(), value))
         if self.cleans:
             self.cleanup.accessed(1)
@@ -278,9 +283,16 @@ class Txn:
             self.key_delta -= 1
             self.overlay[key] = None
             return
+        if self.written_since:
+            self._written(key)
         self.remove_stored(key)
         if self.cleans:
             self.cleanup.accessed(1)
+
+    def _written(self, key: bytes):
+        """Tell the open iterators that `key` was written after they opened."""
+        for written in self.written_since.values():
+            written.add(key)
 
     def remove_stored(self, key: bytes):
         if self.direct:
@@ -324,7 +336,9 @@ class Txn:
 
         The overlay and shadow are copied and the RocksDB iterator pins the database as
         of this call, so later writes (this transaction's or a concurrent commit) do not
-        disturb the iteration (the RocksDB provider's behaviour).
+        disturb the iteration (the RocksDB provider's behaviour). With TTL the iterator
+        refreshes and cleans up by what it pinned, so it must not act on a key this
+        transaction wrote after this call: see `_visible_entries`.
         """
         if not prefix:
             self.store.scanned_whole()
@@ -338,23 +352,41 @@ class Txn:
             staged_keys = {k for k, _ in staged}
             committed = heapq.merge(merged, base, key=_first)
             merged = heapq.merge((kv for kv in committed if kv[0] not in staged_keys), staged, key=_first)
-        return self._visible_entries(merged, with_expiry)
-
-    def _visible_entries(self, merged, with_expiry: bool) -> Iterator[tuple]:
-        """The entries of `iterate` from merged (key, stored or None) pairs."""
         if not self.ttl_ms:
-            for key, value in merged:
-                if value is not None:
-                    yield (key, value, MAX_TS) if with_expiry else (key, value)
-            return
-        for key, stored in merged:
-            if stored is None:
-                continue
-            if self.cleans and self.every_record:
-                self.cleanup.accessed(1)
-            value, expires_at = self._visible(key, stored)
-            if value is not None:
+            return _plain_entries(merged, with_expiry)
+        written: set[bytes] = set()
+        if not self.read_only:  # only a write transaction's iterator refreshes or cleans up
+            # until the iterator is exhausted or closed (one never started: until the txn ends)
+            self.written_since[id(written)] = written
+        return self._visible_entries(merged, with_expiry, written)
+
+    def _visible_entries(self, merged, with_expiry: bool, written: set[bytes]) -> Iterator[tuple]:
+        """The entries of `iterate` from merged (key, stored or None) pairs, with TTL.
+
+        The rule: an iterator refreshes or cleans up only keys this transaction has not
+        written (`put`/`remove`) since the iterator opened (`written`): the pinned entry of
+        such a key is stale, and refreshing it (OnReadAndWrite) or deleting it as expired
+        (cleanup on read) would undo the newer write. The iterator still reports the pinned
+        entry, by its own timestamp (as it pinned it), and writes nothing for it.
+        """
+        try:
+            for key, stored in merged:
+                if stored is None:
+                    continue
+                if self.cleans and self.every_record:
+                    self.cleanup.accessed(1)
+                if written and key in written:  # stale: report what was pinned, touch nothing
+                    ts, value = codec.decode(stored)
+                    expires_at = expiration_ts(ts, self.ttl_ms)
+                    if expired_at(expires_at, self.now()) and not self.return_expired:
+                        continue
+                else:
+                    value, expires_at = self._visible(key, stored)
+                    if value is None:
+                        continue
                 yield (key, value, expires_at) if with_expiry else (key, value)
+        finally:
+            self.written_since.pop(id(written), None)
 
     # -- incremental cleanup --------------------------------------------------------------
 
@@ -369,6 +401,13 @@ class Txn:
 
 
 _ABSENT = object()  # "not in the overlay", as opposed to None: "removed"
+
+
+def _plain_entries(merged, with_expiry: bool) -> Iterator[tuple]:
+    """The entries of `iterate` from merged (key, value or None) pairs, without TTL."""
+    for key, value in merged:
+        if value is not None:
+            yield (key, value, MAX_TS) if with_expiry else (key, value)
 
 
 def _first(kv):

@@ -308,6 +308,65 @@ def test_compaction_filter_keeps_entries_whose_ttl_reaches_past_2038(mk, years):
     assert sum(1 for _ in v.store.db.keys()) == 500
 
 
+@pytest.mark.parametrize("beside", [False, True], ids=["direct", "overlay"])
+@pytest.mark.parametrize("write", ["put", "remove"])
+@pytest.mark.parametrize("case", ["refresh", "cleanup"])
+def test_an_open_iterator_does_not_undo_a_later_write_of_its_transaction(mk, case, write, beside):
+    """The worker produces an iterator's entries chunk by chunk (ITER_NEXT), so the
+    transaction can write a key the iterator has pinned but not reached yet. Reaching it, the
+    iterator must not refresh it (OnReadAndWrite: would write the pinned value back) nor
+    clean it up on read (pinned entry expired: would delete the newer write); it may report
+    the pinned entry. A transaction beside another keeps an overlay; alone it writes into
+    the database: both."""
+    update = "OnReadAndWrite" if case == "refresh" else "OnCreateAndWrite"
+    v = mk(ttl(1000, update_type=_update(update), **NO_BACKGROUND))
+    v.write(1000, puts=[b"c"])
+    read_at = 1500 if case == "refresh" else 2000  # c: live (refreshed) / expired (cleaned)
+    v.write(read_at - 200, puts=[b"a", b"b"])
+    reader = v.txn(read_at, read_only=True) if beside else None
+    t = v.txn(read_at)
+    assert t.direct is not beside
+    it = t.iterate(b"")
+    assert next(it) == (b"a", b"v-a")  # the first chunk, of one entry
+    if write == "put":
+        t.put(b"c", b"new-c")
+    else:
+        t.remove(b"c")
+    rest = list(it)  # the next chunks reach c
+    want = b"new-c" if write == "put" else None
+    assert t.get(b"c") == want
+    assert rest == ([(b"b", b"v-b"), (b"c", b"v-c")] if case == "refresh" else [(b"b", b"v-b")])
+    assert not t.written_since  # the iterator ended: nothing more is recorded for it
+    v.commit(t)
+    if reader:
+        reader.end()
+    assert v.txn(read_at, read_only=True).get(b"c") == want
+    assert v.store.num_keys == (3 if write == "put" else 2)
+    w = mk(ttl(1000, **NO_BACKGROUND), name="reloaded")  # the changelog agrees
+    w.store.load(3, read_at, changelogs=v.files)
+    assert w.txn(read_at, read_only=True).get(b"c") == want
+
+
+def test_an_iterator_still_refreshes_and_cleans_keys_nobody_wrote(mk):
+    """The rule spares only keys written after the iterator opened; a closed iterator
+    stops recording writes."""
+    v = mk(ttl(1000, update_type=_update("OnReadAndWrite"), **NO_BACKGROUND))
+    v.write(0, puts=[b"gone"])
+    v.write(900, puts=[b"a", b"b"])
+    t = v.txn(1500)
+    it = t.iterate(b"")
+    assert next(it) == (b"a", b"v-a")
+    t.put(b"x", b"v-x")  # another key: b is still refreshed, gone still cleaned up
+    assert list(it) == [(b"b", b"v-b")]
+    early = t.iterate(b"")
+    assert next(early) == (b"a", b"v-a") and len(t.written_since) == 1
+    early.close()
+    assert not t.written_since
+    v.commit(t)
+    assert v.store.num_keys == 3  # gone was cleaned up on read
+    assert v.txn(2400, read_only=True).get(b"b") == b"v-b"  # refreshed at 1500, not 900
+
+
 def _visibility(name):
     from ttlstate.ttl.config import StateVisibility
     return StateVisibility(name)
