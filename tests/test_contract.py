@@ -4,6 +4,7 @@ through py4j on the real provider, the real service and real checkpoint files.""
 import os
 import random
 import shutil
+import subprocess
 import time
 
 import pytest
@@ -399,6 +400,43 @@ def test_checkpoint_format_v2_loads_exactly_the_named_lineage(js, tmp_path):
         js.get_store(js.provider(root, conf=conf), 3, "no-such-id")
     assert "does not exist" in _error(e) and _condition(e).startswith("CANNOT_LOAD_STATE_STORE")
 
+
+
+def test_a_snapshot_mode_retry_deletes_the_changelog_of_an_earlier_attempt(js, tmp_path):
+    """Format v1: a run in changelog mode uploaded version 3's changelog and failed before Spark
+    committed the batch; the re-run, in snapshot mode, writes 3.manifest and must delete
+    3.changelog, or a replay from an older snapshot (Spark's state reader) mixes the two
+    attempts (found by an audit)."""
+    root = new_root(tmp_path)
+    p = js.provider(root)
+    for v in range(3):
+        s = js.get_store(p, v)
+        js.put(s, "k", v, v)
+        s.commit()
+    assert _files(root) == ["1.changelog", "2.changelog", "3.changelog"]
+    s = js.get_store(js.provider(root, conf=js.store_conf(**{MODE_KEY: "snapshot"})), 2)
+    js.put(s, "k", 2, 20)
+    s.commit()
+    assert _files(root) == ["1.changelog", "2.changelog", "3.manifest"]
+    assert js.data(js.get_store(js.provider(root), 3)) == {("k", 0): 0, ("k", 1): 1, ("k", 2): 20}
+
+
+def test_a_failed_attempt_leaves_the_format_v1_files_of_its_version(tmp_path):
+    """A failed commit deleted the v1 changelog path it had started writing, which is every
+    attempt's: a failed speculative or zombie attempt deleted the changelog of the attempt Spark
+    committed, and that version no longer loaded (found by an audit). The JVM's check
+    (`AttemptsCheck`, in the test jar) fails its attempt before and after its upload."""
+    import pyspark
+
+    import ttlstate
+    from checkpoint_queries import testfs_jar  # the test-only jar holds AttemptsCheck
+    spark_jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")
+    out = subprocess.run(
+        ["java", "-cp", os.pathsep.join([ttlstate.jar_path(), testfs_jar(), spark_jars]),
+         "io.ttlstate.spark.checkpoint.AttemptsCheck", str(tmp_path)],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ok upload-fails" in out.stdout and "ok fails-after-upload" in out.stdout
 
 def test_retention_deletes_unreferenced_ssts_and_keeps_every_retained_version(js, tmp_path):
     root = new_root(tmp_path)

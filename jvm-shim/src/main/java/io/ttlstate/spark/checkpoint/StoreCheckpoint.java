@@ -326,32 +326,60 @@ public final class StoreCheckpoint {
     /**
      * Uploads the changelog of {@code version} (format v2: named by {@code id} and
      * {@code baseId}); in format v1 then deletes a manifest an earlier attempt at this version
-     * left, so no load mixes two attempts. Each checkpoint file it starts writing is added to
-     * {@code written} first.
+     * left, so no load mixes two attempts. A format v2 path, this attempt's own, is added to
+     * {@code written} before the upload starts ({@link #ownPath}).
      */
     public void uploadChangelog(java.nio.file.Path local, long version, String id, String baseId, StoreMetrics metrics,
                                 List<Path> written) throws IOException {
         Path target = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.CHANGELOG, id, baseId));
-        written.add(target);
+        ownPath(target, id, written);
         FileStatus st = files.upload(local, target, version);
         metrics.uploaded(st.getLen());
         requireCache().addStateFile(local, st);
         if (id == null) {
-            Path stale = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.MANIFEST, null, null));
-            try {
-                files.delete(stale);
-            } catch (IOException e) {
-                throw new CheckpointWriteException(stale, version, files.store(),
-                        "cannot delete the manifest of an earlier attempt at this version: " + e, e);
-            }
+            deleteEarlierAttempt(version, StateFileName.Kind.MANIFEST);
+        }
+    }
+
+    /**
+     * Format v1 in snapshot mode: deletes a changelog of {@code version} that an earlier
+     * attempt, in changelog mode, left, before this attempt's manifest, so no replay from an
+     * older snapshot mixes two attempts (the counterpart of {@link #uploadChangelog}'s). Such
+     * an attempt was never committed: Spark re-runs only a batch it did not commit.
+     */
+    public void deleteEarlierChangelog(long version) throws IOException {
+        deleteEarlierAttempt(version, StateFileName.Kind.CHANGELOG);
+    }
+
+    private void deleteEarlierAttempt(long version, StateFileName.Kind kind) throws IOException {
+        Path stale = files.stateFilePath(StateFileName.name(version, kind, null, null));
+        try {
+            files.delete(stale);
+        } catch (IOException e) {
+            throw new CheckpointWriteException(stale, version, files.store(), "cannot delete the "
+                    + kind.name().toLowerCase(java.util.Locale.ROOT) + " of an earlier attempt at this version: " + e, e);
+        }
+    }
+
+    /**
+     * Adds {@code target} to what a failed commit deletes ({@link #discard}) when it is this
+     * attempt's own: a format v2 path, named by the attempt's id. A format v1 path is shared
+     * by every attempt at the version and stays, as the files of Spark's HDFS-backed provider
+     * do (a re-run overwrites it): a failed speculative or zombie attempt deleted the file of
+     * the attempt Spark committed, and a later load of that version failed.
+     */
+    private static void ownPath(Path target, String id, List<Path> written) {
+        if (id != null) {
+            written.add(target);
         }
     }
 
     /**
      * Takes an incremental snapshot of the worker's committed version {@code version} (format
      * v2 id {@code id}) in {@code dir}: uploads, in parallel, the SSTs the uploaded set does not
-     * hold, then the manifest; the uploaded set becomes the manifest's SSTs. The manifest's
-     * checkpoint path is added to {@code written} before it is written; {@code dir} is deleted.
+     * hold, then the manifest; the uploaded set becomes the manifest's SSTs. A format v2
+     * manifest's path is added to {@code written} before it is written ({@link #ownPath});
+     * {@code dir} is deleted.
      */
     public void snapshot(WorkerConnection conn, long storeHandle, long version, String id, java.nio.file.Path dir,
                          StoreMetrics metrics, List<Path> written) throws IOException {
@@ -377,7 +405,7 @@ public final class StoreCheckpoint {
                 bytes += st.getLen();
             }
             Path target = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.MANIFEST, id, null));
-            written.add(target);
+            ownPath(target, id, written);
             FileStatus manifest = files.upload(s.manifest, target, version);
             metrics.uploaded(manifest.getLen());
             uploadedSsts = names(s.ssts);

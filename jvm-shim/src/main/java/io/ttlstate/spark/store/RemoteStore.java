@@ -424,8 +424,10 @@ public final class RemoteStore {
      * Commits {@code store}'s transaction as {@code version + 1} (checkpoint id {@code newId}
      * in format v2): COMMIT on the worker, then in changelog mode upload the changelog; in
      * snapshot mode, or if {@code forceSnapshot} or the worker wants it, upload an incremental
-     * snapshot. On failure the local version is forgotten (the next getStore reloads) and the
-     * checkpoint files this commit started writing are deleted, so no version appears.
+     * snapshot; in format v1 snapshot mode first delete a changelog an earlier attempt at this
+     * version left. On failure the local version is forgotten (the next getStore reloads) and
+     * the format v2 files this commit started writing are deleted; a format v1 file stays, as
+     * its path is every attempt's (a re-run overwrites it; see StoreCheckpoint.ownPath).
      */
     synchronized RemoteTxn.Committed commit(WriteStore store, String newId, boolean forceSnapshot)
             throws IOException {
@@ -439,6 +441,8 @@ public final class RemoteStore {
             loadedId = null;
             if (changelog != null) {
                 checkpoint.uploadChangelog(changelog, newVersion, newId, store.baseId(), store.metrics, written);
+            } else if (newId == null) {
+                checkpoint.deleteEarlierChangelog(newVersion);
             }
             if (lastSnapshotVersion >= newVersion) {
                 lastSnapshotVersion = 0; // unknown now; the next snapshot maintenance decides
