@@ -6,9 +6,7 @@ back in `sorted()`'s order."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
 
 import pytest
 
@@ -39,14 +37,11 @@ def _line(keys: list[bytes]) -> str:
 
 @pytest.mark.usefixtures("ttlstate_jar")
 def test_java_bytewise_sort_matches_pythons_order_of_bytes(tmp_path):
-    import ttlstate
-    from checkpoint_queries import testfs_jar  # the test-only jar holds SortCheck
+    from checkpoint_queries import run_jvm_check
     sets = _key_sets()
     path = tmp_path / "keys.txt"
     path.write_text("".join(_line(s) + "\n" for s in sets))
-    out = subprocess.run(["java", "-cp", ttlstate.jar_path() + os.pathsep + testfs_jar(),
-                          "io.ttlstate.spark.store.SortCheck", str(path)],
-                         capture_output=True, text=True, timeout=120)
+    out = run_jvm_check("io.ttlstate.spark.store.SortCheck", str(path))
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     lines = out.stdout.split("\n")[:len(sets)]
     assert len(lines) == len(sets), out.stdout[-2000:]

@@ -6,9 +6,7 @@ alone (docs/DESIGN.md 52)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
-import subprocess
 
 import pytest
 
@@ -109,18 +107,8 @@ def test_python_plans_replays_and_change_ranges_as_the_vectors_say(row):
 
 
 def test_the_jvm_names_and_plans_as_the_vectors_say():
-    import glob
-
-    import pyspark
-
-    import ttlstate
-    from checkpoint_queries import testfs_jar  # the test-only jar holds LayoutCheck
-    spark_jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")
-    out = subprocess.run(
-        ["java", "-cp", os.pathsep.join([ttlstate.jar_path(), testfs_jar(), spark_jars]),
-         "io.ttlstate.spark.checkpoint.LayoutCheck", str(NAMES), str(PLANS), str(REPLAYS)],
-        capture_output=True, text=True, timeout=120)
-    assert glob.glob(spark_jars)
+    from checkpoint_queries import run_jvm_check
+    out = run_jvm_check("io.ttlstate.spark.checkpoint.LayoutCheck", str(NAMES), str(PLANS), str(REPLAYS))
     assert out.returncode == 0, out.stdout + out.stderr
     n = len(list(_rows(NAMES))) + len(list(_rows(PLANS))) + len(list(_rows(REPLAYS)))
     assert f"{n} passed, 0 failed" in out.stdout

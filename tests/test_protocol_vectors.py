@@ -1,8 +1,6 @@
 """Shared protocol vectors (tests/vectors/frames.tsv) decoded by both sides identically."""
 
-import os
 import pathlib
-import subprocess
 
 import pytest
 
@@ -38,12 +36,8 @@ def test_python_decoder_matches_vector(name, body, expected):
 
 
 def test_java_decoder_matches_vectors():
-    import ttlstate
-    from checkpoint_queries import testfs_jar  # the test-only jar holds VectorCheck
-    out = subprocess.run(
-        ["java", "-cp", ttlstate.jar_path() + os.pathsep + testfs_jar(),
-         "io.ttlstate.spark.protocol.VectorCheck", str(VECTORS)],
-        capture_output=True, text=True, timeout=120)
+    from checkpoint_queries import run_jvm_check
+    out = run_jvm_check("io.ttlstate.spark.protocol.VectorCheck", str(VECTORS))
     assert out.returncode == 0, out.stdout + out.stderr
     n = len(VECTORS.read_text().splitlines())
     assert f"{n} passed, 0 failed" in out.stdout
