@@ -4,7 +4,6 @@ through py4j on the real provider, the real service and real checkpoint files.""
 import os
 import random
 import shutil
-import subprocess
 import time
 
 import pytest
@@ -426,17 +425,21 @@ def test_a_failed_attempt_leaves_the_format_v1_files_of_its_version(tmp_path):
     attempt's: a failed speculative or zombie attempt deleted the changelog of the attempt Spark
     committed, and that version no longer loaded (found by an audit). The JVM's check
     (`AttemptsCheck`, in the test jar) fails its attempt before and after its upload."""
-    import pyspark
-
-    import ttlstate
-    from checkpoint_queries import testfs_jar  # the test-only jar holds AttemptsCheck
-    spark_jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")
-    out = subprocess.run(
-        ["java", "-cp", os.pathsep.join([ttlstate.jar_path(), testfs_jar(), spark_jars]),
-         "io.ttlstate.spark.checkpoint.AttemptsCheck", str(tmp_path)],
-        capture_output=True, text=True, timeout=120)
+    from checkpoint_queries import run_jvm_check
+    out = run_jvm_check("io.ttlstate.spark.checkpoint.AttemptsCheck", str(tmp_path))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ok upload-fails" in out.stdout and "ok fails-after-upload" in out.stdout
+
+
+def test_retention_deletes_at_most_max_versions_a_pass_and_keeps_retained_changelogs():
+    """`maxVersionsToDeletePerMaintenance` lowered keepFrom, so in changelog mode the lower
+    versions' plans reached back to their snapshots and nothing was ever deleted; and a
+    retained version's changelog went when that version also had a manifest, so its change
+    feed failed (both found by an audit). `RetentionCheck` is in the test jar."""
+    from checkpoint_queries import run_jvm_check
+    out = run_jvm_check("io.ttlstate.spark.checkpoint.RetentionCheck")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ok max-per-pass" in out.stdout and "ok retained-changelog" in out.stdout
 
 def test_retention_deletes_unreferenced_ssts_and_keeps_every_retained_version(js, tmp_path):
     root = new_root(tmp_path)
@@ -458,7 +461,8 @@ def test_retention_deletes_unreferenced_ssts_and_keeps_every_retained_version(js
     manifests, changelogs = _versions(names, ".manifest"), _versions(names, ".changelog")
     base = max(m for m in manifests if m <= 16 - 3 + 1)
     assert manifests == [m for m in manifests if m >= base], names
-    assert changelogs == list(range(base + 1, 17)), names
+    # the changelogs the plans need, and those of the retained versions 14-16 (their change feed)
+    assert changelogs == list(range(min(base + 1, 16 - 3 + 1), 17)), names
     referenced = set().union(*(_manifest_ssts(root, f"{m}.manifest") for m in manifests))
     assert orphans and _ssts(root) == referenced and not orphans & referenced
     other = JvmState(js.spark, cache_dir=str(tmp_path / "other-cache"))

@@ -17,15 +17,17 @@ import org.slf4j.LoggerFactory;
  * file their load plans need. In format v1 that is the newest manifest at or below
  * {@code keepFrom} (the base) and all files of later versions; older manifests and
  * changelogs at or below the base go. A manifest or changelog no plan needs goes when it is
- * older than {@code keepFrom} or not newer than the oldest plan's manifest. An SST goes when
+ * older than {@code keepFrom}, and a manifest also when it is not newer than the oldest plan's
+ * manifest; a changelog of a retained version stays, as Spark's change feed of that version
+ * reads it. An SST goes when
  * no retained manifest references it and it is older than every retained file (a younger
  * one may belong to a snapshot still being written); temp files likewise by age. A plan
  * that cannot be made (a file missing) keeps everything.
  *
- * <p>Spark's own limits on one maintenance pass apply on top (DESIGN 57):
- * {@code maxVersionsToDeletePerMaintenance} lowers {@code keepFrom} to at most the oldest
- * version plus that many, so a pass deletes at most that many of the oldest versions; a
- * pass that would delete fewer than {@code minVersionsToDelete} versions deletes nothing.
+ * <p>Spark's own limits on one maintenance pass apply on top (DESIGN 57, 94): of the stale
+ * versions, a pass deletes the oldest {@code maxVersionsToDeletePerMaintenance} and keeps the
+ * others (and the SSTs their manifests reference) for the next pass; a pass that would delete
+ * fewer than {@code minVersionsToDelete} versions deletes nothing.
  */
 final class Retention {
     private static final Logger LOG = LoggerFactory.getLogger(Retention.class);
@@ -50,11 +52,6 @@ final class Retention {
     static Retention of(CheckpointFiles.Listing listing, Path dir, boolean v2, int minVersionsToRetain,
                         long minVersionsToDelete, int maxVersionsToDelete) {
         long keepFrom = listing.latest() - Math.max(1, minVersionsToRetain) + 1;
-        if (maxVersionsToDelete > 0) {
-            long oldest = listing.files.stream().filter(f -> (f.id != null) == v2)
-                    .mapToLong(f -> f.version).min().orElse(keepFrom);
-            keepFrom = Math.min(keepFrom, oldest + maxVersionsToDelete);
-        }
         Set<StateFileName> retained = new LinkedHashSet<>();
         Set<String> heads = new LinkedHashSet<>();
         long oldestStart = Long.MAX_VALUE;
@@ -73,7 +70,8 @@ final class Retention {
         }
         List<StateFileName> deletable = new ArrayList<>();
         for (StateFileName f : listing.files) {
-            if ((f.id != null) == v2 && !retained.contains(f) && (f.version < keepFrom || f.version <= oldestStart)) {
+            if ((f.id != null) == v2 && !retained.contains(f)
+                    && (f.version < keepFrom || f.isManifest() && f.version <= oldestStart)) {
                 deletable.add(f);
             }
         }
@@ -82,6 +80,21 @@ final class Retention {
             LOG.debug("Cleanup deletes nothing in {}: {} stale versions, fewer than minVersionsToDelete {}",
                     dir, versions, minVersionsToDelete);
             return new Retention(keepFrom, new LinkedHashSet<>(listing.files), List.of(), Long.MIN_VALUE);
+        }
+        if (maxVersionsToDelete > 0 && versions > maxVersionsToDelete) {
+            // Lowering keepFrom instead kept every file in changelog mode: the plans of the
+            // lower versions reach back to their snapshots, and nothing was ever stale again.
+            long lastDeleted = deletable.stream().mapToLong(f -> f.version).distinct().sorted()
+                    .skip(maxVersionsToDelete - 1).findFirst().getAsLong();
+            List<StateFileName> now = new ArrayList<>();
+            for (StateFileName f : deletable) {
+                if (f.version <= lastDeleted) {
+                    now.add(f);
+                } else {
+                    retained.add(f); // for the next pass: its SSTs stay with it
+                }
+            }
+            deletable = now;
         }
         long oldest = retained.stream().mapToLong(f -> f.status.getModificationTime()).min().orElse(Long.MIN_VALUE);
         return new Retention(keepFrom, retained, deletable, oldest);
