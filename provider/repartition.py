@@ -295,6 +295,11 @@ def _plan(loc: cr.CheckpointLocation, old_n: int, read_version: int) -> list[_St
                     "(state/<op>/0/.../_metadata/schema): the key columns are unknown")
             key_schema = schema[0]
             n_fields = len(key_schema.get("fields", []))
+            if not n_fields:  # hashing the empty key moved the state to 42 % N, never read again
+                raise RepartitionUnsupportedError(
+                    f"operator {op.id} ({op.name}), store {info.name}: a key of no columns, a "
+                    "global aggregation (groupBy() without a key): it keeps its state in one "
+                    "partition, whatever the shuffle partitions")
             hash_fields = n_fields
             if info.name.endswith("keyWithIndexToValue"):
                 if not n_fields or key_schema["fields"][-1]["name"] != "index":

@@ -460,6 +460,24 @@ def test_refuses_a_key_type_it_cannot_hash(spark, tmp_path):
              "nothing was changed")
 
 
+def _global_agg(df):
+    from pyspark.sql import functions as F
+    return df.groupBy().agg(F.count("*").alias("n"), F.sum("value").alias("s"))
+
+
+@pytest.mark.slow
+def test_refuses_a_global_aggregation(spark, tmp_path):
+    """A global aggregation runs in one partition whatever the count: the empty key's hash
+    sent its state to partition 42 % N, where the restarted query never read it, so its count
+    started again from 0 (found by an audit). Refused, nothing changed."""
+    st.write_files(tmp_path / "in", _files(0), 0, 2)
+    ck = tmp_path / "ck"
+    run_phase(spark, st.TTLSTATE, _global_agg, "update", [tmp_path / "in"], ck, {SHUFFLE: "2"}, "global")
+    assert _all_entries(ck)  # the state is there, written by ttlstate
+    _refused(ck, 4, "TTLSTATE_REPARTITION_UNSUPPORTED", "operator 0", "a key of no columns",
+             "global aggregation", "one partition")
+
+
 def test_refuses_a_remote_scheme():
     _refused("hdfs://namenode/ck", 8, "TTLSTATE_NOT_A_CHECKPOINT", "not hdfs:")
 
