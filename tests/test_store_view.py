@@ -211,6 +211,18 @@ def test_an_aborted_refresh_on_read_is_not_remembered(js, tmp_path):
     s = js.get_store(js.provider(root, conf=conf), 2)  # a fresh provider: the worker decides
     assert js.get(s, "k", 1) == 1 and same == 1
 
+
+def test_a_post_commit_scan_the_jvm_serves_ends_its_read_transaction(js, tmp_path):
+    """A store's iterator after its commit reads through a read transaction on the worker.
+    Served from the JVM in several chunks and walked to the end without close(), it left that
+    transaction open: each later commit copied pre-images into it (found by an audit)."""
+    p = js.provider(new_root(tmp_path), conf=js.store_conf(**{PREFIX + "iteratorChunkEntries": "100"}))
+    s = _commit_keys(js, p, 0, range(500))
+    assert len(js.data(s)) == 500  # five chunks from the JVM's complete view, not closed
+    s = js.get_store(p, 1)
+    assert js.custom_metrics(s)["ttlstateOpenTransactions"] == 0
+    s.abort()
+
 def test_an_upgraded_read_store_ends_before_the_write_store_commits(js, tmp_path):
     """Spark's aggregation reads through a read store and upgrades it to the write store; it
     never ends the read store, so the write store must, or its transaction stays open on the

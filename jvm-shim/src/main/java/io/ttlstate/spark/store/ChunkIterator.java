@@ -201,10 +201,13 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         blockListener = l;
     }
 
-    /** Runs {@code r} once the worker no longer holds this iterator (at once if it already does not). */
+    /**
+     * Runs {@code r} once the worker no longer holds this iterator (at once if it already does
+     * not: its last chunk came, it was closed, or the JVM serves it and the worker never held it).
+     */
     synchronized void onEnd(Runnable r) {
         onEnd = r;
-        if (last || closed) {
+        if (last || closed || residentChunks != null) {
             runOnEnd();
         }
     }
