@@ -163,18 +163,18 @@ class Txn:
             self.cleanup.accessed(1)
         return found
 
-    def _visible(self, key: bytes, stored: bytes) -> tuple[bytes | None, int]:
+    def _visible(self, key: bytes, stored: bytes, touch: bool = True) -> tuple[bytes | None, int]:
         """(value, expiresAt) of a stored entry at `now` for the caller, cleaning or
-        refreshing it."""
+        refreshing it unless `touch` is false."""
         now = self.now()
         ts, value = codec.decode(stored)
         expires_at = expiration_ts(ts, self.ttl_ms)
         if expired_at(expires_at, now):
-            if not self.read_only:  # cleanup on read
+            if touch and not self.read_only:  # cleanup on read
                 self.remove_stored(key)
                 self.expired_on_read += 1
             return (value if self.return_expired else None), expires_at
-        if self.refresh_on_read:
+        if touch and self.refresh_on_read:
             stamp = self.stamp()
             if refreshes(ts, self.ttl_ms, stamp):
                 self._put_stored(key, codec.encode(stamp, value))
@@ -375,15 +375,10 @@ class Txn:
                     continue
                 if self.cleans and self.every_record:
                     self.cleanup.accessed(1)
-                if written and key in written:  # stale: report what was pinned, touch nothing
-                    ts, value = codec.decode(stored)
-                    expires_at = expiration_ts(ts, self.ttl_ms)
-                    if expired_at(expires_at, self.now()) and not self.return_expired:
-                        continue
-                else:
-                    value, expires_at = self._visible(key, stored)
-                    if value is None:
-                        continue
+                # a key written since the open is stale here: report what was pinned, touch nothing
+                value, expires_at = self._visible(key, stored, touch=not (written and key in written))
+                if value is None:
+                    continue
                 yield (key, value, expires_at) if with_expiry else (key, value)
         finally:
             self.written_since.pop(id(written), None)
