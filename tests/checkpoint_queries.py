@@ -359,8 +359,9 @@ def retention_report(store_dir: pathlib.Path, min_batches: int,
     what is missing or extra, and whether each of the last versions loads from the files.
 
     v1 names: the newest manifest at or below `latest - min_batches + 1` (the base; none:
-    version 0), every manifest and changelog after it, and exactly the SSTs those manifests
-    reference. A version loads from a manifest plus the changelogs after it.
+    version 0), every manifest and changelog after it, the changelogs of the retained versions
+    (the base's own too: Spark's change feed reads them, DESIGN 94 g), and exactly the SSTs
+    those manifests reference. A version loads from a manifest plus the changelogs after it.
     v2 names: every file (of every attempt) of the retained versions, as attempts that lost
     are deleted only once their version falls out of retention, plus the files their names
     lead back to (changelog -> its baseId's version -> ... -> a manifest), plus the SSTs of
@@ -394,7 +395,8 @@ def retention_report(store_dir: pathlib.Path, min_batches: int,
     if not v2:
         base = max([m for m in manifests if m <= oldest_needed], default=0)
         kept = [f for m in manifests if m >= base for f, _ in manifests[m]]  # base 0: all
-        expected = set(kept) | {f for c in changelogs if c > base for f, _, _ in changelogs[c]}
+        expected = set(kept) | {f for c in changelogs if c > base or c >= oldest_needed
+                                for f, _, _ in changelogs[c]}
         for f in kept:
             expected |= set(sst_refs(f) or [])
         for v in range(oldest_needed, latest + 1):

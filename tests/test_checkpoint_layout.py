@@ -37,11 +37,12 @@ def test_changelog_mode_report(tmp_path):
            "sst/1-a.sst", "sst/2-b.sst", "sst/3-c.sst", "sst/4-d.sst")
     r = cq.retention_report(d, 5)  # latest 10: needs 6..10, base = 6
     assert (r["latest"], r["base"]) == (10, 6)
-    assert r["expected"] == sorted(["6.manifest", "9.manifest", "7.changelog", "8.changelog",
-                                    "9.changelog", "10.changelog", "sst/2-b.sst",
-                                    "sst/3-c.sst", "sst/4-d.sst"])
+    # the base's own changelog stays: version 6 is retained, its change feed reads it
+    assert r["expected"] == sorted(["6.manifest", "9.manifest", "6.changelog", "7.changelog",
+                                    "8.changelog", "9.changelog", "10.changelog",
+                                    "sst/2-b.sst", "sst/3-c.sst", "sst/4-d.sst"])
     assert r["extra"] == sorted(["3.manifest", "sst/1-a.sst"]
-                                + [f"{v}.changelog" for v in range(1, 7)])
+                                + [f"{v}.changelog" for v in range(1, 6)])
     assert not r["missing"] and all(r["loadable"].values()) and not r["ok"]
     for f in r["extra"]:
         (d / f).unlink()

@@ -4,7 +4,8 @@ fresh JVM with the right content.
 
 What a store must hold is computed here from its files (`checkpoint_queries.retention_report`):
 the newest manifest at or below `latest - 4` (the base), every manifest and changelog after
-it, and exactly the SSTs those manifests reference (read with `ttlstate.manifest.read`).
+it, the changelogs of the last 5 versions (the base's own too), and exactly the SSTs those
+manifests reference (read with `ttlstate.manifest.read`).
 The test counts the files against that set. Two runs: the default `changelog` mode on
 `file:` (snapshots come from maintenance every 3 changelogs, so the base is whatever
 maintenance wrote) and `snapshot` mode on the test FileSystem `faulty:` (every commit writes
@@ -93,7 +94,9 @@ def test_retention_keeps_only_what_the_last_versions_need(retention_runs, case):
             assert r["manifests"] == list(range(N_BATCHES - RETAIN + 1, N_BATCHES + 1)), r
             assert r["changelogs"] == [], r
         else:
-            assert r["changelogs"] == list(range(r["base"] + 1, N_BATCHES + 1)), r
+            # every version after the base, and each retained version's own (DESIGN 94 g)
+            first = min(r["base"] + 1, N_BATCHES - RETAIN + 1)
+            assert r["changelogs"] == list(range(first, N_BATCHES + 1)), r
             assert all(m >= r["base"] for m in r["manifests"]), r
         assert r["ssts"], f"{case}: store {store} holds no SST"
     if CASES[case][1] == "faulty":
