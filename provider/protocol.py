@@ -10,8 +10,12 @@ import struct
 
 from .errors import ProtocolError
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 MAX_FRAME = 64 * 1024 * 1024
+# A MULTI_GET reply answers the keys asked in order until its answers reach about this many
+# bytes (at least one answer); the JVM asks again for the rest (docs/DESIGN.md 95).
+MULTI_GET_REPLY_BYTES = 32 * 1024 * 1024
+ANSWER_OVERHEAD = 13  # u8 present, u32 length, i64 expiresAt
 
 # Operations (request op codes).
 HELLO = 0x01
@@ -219,9 +223,26 @@ class Writer:
     def body(self) -> bytes:
         return b"".join(self.parts)
 
+    def size(self) -> int:
+        """The body's length; joins the parts into one, which `body` and `frame` then reuse
+        without a copy."""
+        self.parts = [self.body()]
+        return len(self.parts[0])
+
     def frame(self) -> bytes:
         body = self.body()
         return _U32.pack(len(body)) + body
+
+
+def answerable(values) -> int:
+    """How many of `values` (None: absent), from the first, one MULTI_GET reply answers: all
+    whose answers fit in MULTI_GET_REPLY_BYTES, and at least one."""
+    size = 0
+    for i, value in enumerate(values):
+        size += ANSWER_OVERHEAD + (0 if value is None else len(value))
+        if size > MULTI_GET_REPLY_BYTES:
+            return max(i, 1)
+    return len(values)
 
 
 def request(op: int, handle: int) -> Writer:

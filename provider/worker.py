@@ -150,15 +150,30 @@ class Worker:
         return _value(p.ok(), *self._txn(h).lookup(key))
 
     def op_multi_get(self, h, r):
+        """The answers of the keys asked, in order, as many as one reply carries
+        (`protocol.answerable`); the JVM asks again for the rest."""
         keys = [r.bytes() for _ in range(r.count(4))]
         r.end()
         txn = self._txn(h)
-        w = p.ok().u32(len(keys))
         stored = txn.plain_values(keys)
         if stored is not None:  # one batched engine read, no Python call per key
-            return w.answers(stored, MAX_TS)
-        for key in keys:
-            _value(w, *txn.lookup(key))
+            w = p.ok().u32(len(stored)).answers(stored, MAX_TS)
+            if w.size() <= p.MULTI_GET_REPLY_BYTES:  # the usual reply: its length costs nothing
+                return w
+            n = p.answerable(stored)
+            return p.ok().u32(n).answers(stored[:n], MAX_TS)
+        body, n, size = p.Writer(), 0, 0
+        for key in keys:  # stops before a lookup past the budget: a lookup may refresh the entry
+            if n and size > p.MULTI_GET_REPLY_BYTES:
+                break
+            value, expires_at = txn.lookup(key)
+            if n and size + p.ANSWER_OVERHEAD + len(value or b"") > p.MULTI_GET_REPLY_BYTES:
+                break  # answered again when the JVM asks for the rest (a refresh is idempotent)
+            _value(body, value, expires_at)
+            size += p.ANSWER_OVERHEAD + len(value or b"")
+            n += 1
+        w = p.ok().u32(n)
+        w.parts += body.parts
         return w
 
     def _chunk(self, w, gen, max_entries: int, with_expiry: bool):

@@ -17,3 +17,15 @@ def test_values_come_back_in_request_order_across_slices(tmp_path):
         for keys in (asked, sorted(asked), asked[:engine.MULTI_GET_SLICE], asked[:1]):
             assert t.plain_values(keys) == [t.get(k) for k in keys]
         assert sum(v is not None for v in t.plain_values(asked)) == n
+
+
+def test_a_reply_answers_the_first_keys_whose_values_fit_and_at_least_one():
+    from ttlstate import protocol as p
+    budget, per = p.MULTI_GET_REPLY_BYTES, p.ANSWER_OVERHEAD
+    assert p.answerable([]) == 0
+    assert p.answerable([b"x" * 100, None, b""] * 1000) == 3000
+    half = b"x" * (budget // 2)
+    assert p.answerable([half, half, None]) == 1  # two halves and their overhead pass it
+    assert p.answerable([half[:-per], half[:-per], b"y"]) == 2  # exactly the budget, then one more
+    assert p.answerable([b"x" * (budget + 1), b"y"]) == 1  # one value past it still goes alone
+    assert p.answerable([None] * (budget // per + 5)) == budget // per

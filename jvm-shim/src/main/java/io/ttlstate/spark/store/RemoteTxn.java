@@ -334,31 +334,41 @@ final class RemoteTxn {
         return true;
     }
 
-    /** The values of {@code keys[0..n)} from the worker in one MULTI_GET, remembered in the view. */
+    /**
+     * The values of {@code keys[0..n)} from the worker, remembered in the view: one MULTI_GET,
+     * and another for the rest as long as a reply answers only the first keys it asked (values
+     * past {@code MULTI_GET_REPLY_BYTES}, docs/PROTOCOL.md).
+     */
     private byte[][] fromWorker(byte[][] keys, int n) {
-        return readAnswers(call(multiGet(keys, n)), keys, n, java.util.Collections.emptySet());
+        byte[][] values = new byte[n][];
+        for (int done = 0; done < n; ) {
+            done += readAnswers(call(multiGet(keys, done, n)), keys, done, n, values, java.util.Collections.emptySet());
+        }
+        return values;
     }
 
-    /** The MULTI_GET request of {@code keys[0..n)}. */
-    private FrameWriter multiGet(byte[][] keys, int n) {
-        FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(n);
-        for (int j = 0; j < n; j++) {
+    /** The MULTI_GET request of {@code keys[from..n)}. */
+    private FrameWriter multiGet(byte[][] keys, int from, int n) {
+        FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(n - from);
+        for (int j = from; j < n; j++) {
             w.bytes(keys[j]);
         }
         return w;
     }
 
     /**
-     * A MULTI_GET reply's values of {@code keys[0..n)}, remembered in the view, except those in
-     * {@code skip} (read past, left null).
+     * Reads a MULTI_GET reply for {@code keys[from..n)}: the answers of the first of them
+     * (at least one) into {@code values} and the view, except those in {@code skip} (read past,
+     * left null). Returns how many keys it answered.
      */
-    private byte[][] readAnswers(FrameReader r, byte[][] keys, int n, Set<KeyBytes> skip) {
+    private int readAnswers(FrameReader r, byte[][] keys, int from, int n, byte[][] values, Set<KeyBytes> skip) {
         return Replies.decode(() -> {
-            if (r.u32() != n) {
-                throw new ProtocolException("MULTI_GET answered a different number of keys");
+            long answered = r.u32();
+            if (answered < 1 || answered > n - from) {
+                throw new ProtocolException("MULTI_GET of " + (n - from) + " keys answered " + answered);
             }
-            byte[][] values = new byte[n][];
-            for (int j = 0; j < n; j++) {
+            int end = from + (int) answered;
+            for (int j = from; j < end; j++) {
                 if (skip.contains(new KeyBytes(keys[j]))) {
                     if (r.optbytes() != null) {
                         r.i64();
@@ -368,7 +378,7 @@ final class RemoteTxn {
                 }
             }
             r.end();
-            return values;
+            return (int) answered;
         });
     }
 
@@ -402,7 +412,7 @@ final class RemoteTxn {
         }
         metrics.roundTrip();
         metrics.sentAhead.incrementAndGet();
-        ahead = conn.callAhead(multiGet(ask, ask.length));
+        ahead = conn.callAhead(multiGet(ask, 0, ask.length));
         aheadKeys = ask;
         writtenWhileAhead = new HashSet<>();
         metrics.prefetched.addAndGet(ask.length);
@@ -421,7 +431,8 @@ final class RemoteTxn {
         byte[][] keys = aheadKeys;
         Set<KeyBytes> skip = writtenWhileAhead;
         dropAhead();
-        readAnswers(conn.await(p), keys, keys.length, skip);
+        // a read-ahead: keys past the reply's first ones stay unread, the operator reads them
+        readAnswers(conn.await(p), keys, 0, keys.length, new byte[keys.length][], skip);
     }
 
     private void noteWrittenWhileAhead(KeyBytes key) {

@@ -1,0 +1,68 @@
+"""Reads whose answers pass one frame (64 MiB): a MULTI_GET of values larger in sum than the
+frame limit comes back in parts, each reply answering the first keys it asked (PROTOCOL.md,
+DESIGN 95), and the JVM asks again for the rest. Real provider, service, worker and RocksDB,
+through Spark's provider API (py4j); values of 1 MiB each.
+
+Before DESIGN 95 the worker put every answer in one reply, the JVM refused the oversized frame
+and the task failed, and failed again on every retry: a read-ahead sized by the mean value in
+the cache asked for thousands of keys whose values were far larger.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jvm_state import JvmState, new_root
+
+PREFIX = "spark.sql.streaming.stateStore.ttlstate."
+MIB = 1 << 20
+N_BIG = 80  # 80 MiB of values: more than one frame
+
+
+@pytest.fixture
+def js(spark, tmp_path):
+    return JvmState(spark, cache_dir=str(tmp_path / "cache"))
+
+
+def _provider(js, root, value_schema, conf):
+    store_id = js.pkg.StateStoreId(root, 0, 0, "default")
+    p = js.pkg.StateStoreProvider.create("io.ttlstate.spark.TtlStateStoreProvider")
+    hadoop = js.jvm.org.apache.hadoop.conf.Configuration(js.spark._jsc.hadoopConfiguration())
+    p.init(store_id, js.key_schema, value_schema, js.pkg.NoPrefixKeyStateEncoderSpec(js.key_schema),
+           False, conf, hadoop, False, js.none)
+    return p
+
+
+def _value(i: int) -> str:
+    return f"{i:04d}" + chr(ord("a") + i % 26) * (MIB - 4)
+
+
+@pytest.mark.parametrize("ttl", ["", "1h"], ids=["no-ttl", "ttl"])
+def test_a_multi_get_past_the_frame_limit_is_answered_in_parts(js, tmp_path, ttl):
+    value_schema = js.jvm.org.apache.spark.sql.types.StructType.fromDDL("value STRING")
+    proj = js._projection(value_schema)
+    confs = {PREFIX + "cache.maxBytes": str(2 * MIB)}  # holds 2 of the 80 values
+    if ttl:
+        confs[PREFIX + "ttl"] = ttl
+    p = _provider(js, new_root(tmp_path), value_schema, js.store_conf(**confs))
+    try:
+        s = js.get_store(p, 0)
+        for i in range(N_BIG):
+            s.put(js.key("k", i), js._row(proj, _value(i)), "default")
+        assert s.commit() == 1
+        s = js.get_store(p, 1)
+        asked = [*range(N_BIG), N_BIG + 5]  # and one absent key, last
+        keys = js.gw.new_array(js.jvm.org.apache.spark.sql.catalyst.expressions.UnsafeRow, len(asked))
+        for j, i in enumerate(asked):
+            keys[j] = js.key("k", i)
+        it = s.multiGet(keys, "default")
+        got = []
+        while it.hasNext():
+            row = it.next()
+            got.append(None if row is None else
+                       (row.getUTF8String(0).substring(0, 4).toString(), row.getUTF8String(0).numBytes()))
+        assert got == [(f"{i:04d}", MIB) for i in range(N_BIG)] + [None]
+        assert js.custom_metrics(s)["ttlstateRoundTrips"] >= 3  # BEGIN and at least two parts
+        s.abort()
+    finally:
+        p.close()
