@@ -23,7 +23,7 @@ import pytest
 import report
 import runner
 import workloads
-from test_query_comparison import _median_of, _median_run, input_root, measure  # noqa: F401 (fixture)
+from test_query_comparison import _median_of, _median_run, _spread, input_root, measure  # noqa: F401 (fixture)
 
 SELECTED = [w for w in os.environ.get("BENCH_SCALE_WORKLOADS", ",".join(workloads.SCALE_WORKLOADS)).split(",") if w]
 VARIANTS = [v for v in os.environ.get("BENCH_SCALE_VARIANTS", "ttlstate,rocksdb-changelog,hdfs").split(",") if v]
@@ -50,6 +50,14 @@ def _per_batch(runs: list[dict], series) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _ratio_by_round(large: list[dict], small: list[dict], median_large, median_small) -> str:
+    """The ratio of the median batch times, with the min–max of each round's own ratio (the
+    i-th run at 10M against the i-th at 1M) when there are several rounds."""
+    ratios = [b["median_batch_ms"] / a["median_batch_ms"] for b, a in zip(large, small) if a["median_batch_ms"]]
+    cell = report.ratio(median_large, median_small)
+    return cell if len(ratios) < 2 or cell == "–" else f"{cell} ({min(ratios):.2f}x–{max(ratios):.2f}x by round)"
+
+
 def _cpu_cell(jvm: float | None, python: float | None) -> str:
     return "–" if jvm is None else f"{jvm:.1f} + {python:.1f}"
 
@@ -61,7 +69,8 @@ def write_report() -> None:
            "python -m pytest benchmarks/test_scale.py --benchmark-only -s`). "
            f"{report.machine()}.\n",
            f"`local[2]`, 4 shuffle partitions, driver memory {runner.DRIVER_MEMORY}, each run its own process and "
-           f"JVM; figures are medians over {ROUNDS} run(s) per provider; rows/s and medians over batches 1..N "
+           f"JVM; figures are medians over {ROUNDS} run(s) per provider, with min–max in parentheses; rows/s and "
+           "medians over batches 1..N "
            "(batch 0 loads the state of the `aggregation-state-*` workloads and is left out). ttlstate with its "
            "defaults.\n"]
     for workload in SELECTED:
@@ -79,10 +88,11 @@ def write_report() -> None:
                 rows.append([runner.VARIANTS[v][0], f"failed: {failed[0]}"] + ["–"] * 6)
                 continue
             ok = [r for r in runs if "failed" not in r]
-            mem = statistics.median(r["peak_jvm_rss"] + r["peak_python_pss"] for r in ok)
-            rows.append([runner.VARIANTS[v][0], report.fmt(_med(runs, "rows_per_s")),
-                         report.ratio(base, _med(runs, "rows_per_s")), report.fmt(_med(runs, "median_batch_ms")),
-                         report.fmt(_med(runs, "median_commit_ms")), report.mib(mem),
+            rows.append([runner.VARIANTS[v][0], _spread(ok, lambda r: r["rows_per_s"], report.fmt),
+                         report.ratio(base, _med(runs, "rows_per_s")),
+                         _spread(ok, lambda r: r["median_batch_ms"], report.fmt),
+                         _spread(ok, lambda r: r["median_commit_ms"], report.fmt),
+                         _spread(ok, lambda r: r["peak_jvm_rss"] + r["peak_python_pss"], report.mib),
                          report.fmt(_med(runs, "state_rows")), f"{len(ok)} of {len(runs)}"])
         out.append(report.table(["provider", "rows/s", "ttlstate ÷ it", "median batch ms", "median commit ms",
                                  "peak JVM + Python MiB", "state rows at end", "runs ok"], rows) + "\n")
@@ -97,7 +107,9 @@ def write_report() -> None:
             ca, cb = _med(a, "median_commit_ms"), _med(b, "median_commit_ms")
             if ba is None and bb is None:
                 continue
-            rows.append([runner.VARIANTS[v][0], report.fmt(ba), report.fmt(bb), report.ratio(bb, ba),
+            ok_a, ok_b = ([r for r in runs if "failed" not in r] for runs in (a, b))
+            rows.append([runner.VARIANTS[v][0], _spread(ok_a, lambda r: r["median_batch_ms"], report.fmt),
+                         _spread(ok_b, lambda r: r["median_batch_ms"], report.fmt), _ratio_by_round(ok_b, ok_a, bb, ba),
                          report.fmt(ca), report.fmt(cb), report.ratio(cb, ca)])
         out.append(report.table(["provider", "batch ms at 1M", "batch ms at 10M", "10M ÷ 1M", "commit ms at 1M",
                                  "commit ms at 10M", "10M ÷ 1M"], rows) + "\n")
