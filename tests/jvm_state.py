@@ -98,7 +98,8 @@ class JvmState:
 
     def provider(self, root: str, cls: str = TTLSTATE, op: int = 0, part: int = 0,
                  store_name: str = "default", prefix_cols: int = 0, conf=None,
-                 use_cf=False, multi=False, spec=None):
+                 use_cf=False, multi=False, spec=None, value_schema=None):
+        """`value_schema`: a StructType other than (value INT)."""
         store_id = self.pkg.StateStoreId(root, op, part, store_name)
         if spec is None:
             spec = (self.pkg.PrefixKeyScanStateEncoderSpec(self.key_schema, prefix_cols) if prefix_cols
@@ -107,7 +108,7 @@ class JvmState:
         # as StateStoreProvider.createAndInit does: the query's run id in the Hadoop conf
         hadoop = self.jvm.org.apache.hadoop.conf.Configuration(self.spark._jsc.hadoopConfiguration())
         hadoop.set("sql.streaming.runId", str(uuid.uuid4()))
-        p.init(store_id, self.key_schema, self.value_schema, spec, use_cf,
+        p.init(store_id, self.key_schema, self.value_schema if value_schema is None else value_schema, spec, use_cf,
                conf if conf is not None else self.store_conf(), hadoop, multi, self.none)
         return p
 

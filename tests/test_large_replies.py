@@ -24,15 +24,6 @@ def js(spark, tmp_path):
     return JvmState(spark, cache_dir=str(tmp_path / "cache"))
 
 
-def _provider(js, root, value_schema, conf):
-    store_id = js.pkg.StateStoreId(root, 0, 0, "default")
-    p = js.pkg.StateStoreProvider.create("io.ttlstate.spark.TtlStateStoreProvider")
-    hadoop = js.jvm.org.apache.hadoop.conf.Configuration(js.spark._jsc.hadoopConfiguration())
-    p.init(store_id, js.key_schema, value_schema, js.pkg.NoPrefixKeyStateEncoderSpec(js.key_schema),
-           False, conf, hadoop, False, js.none)
-    return p
-
-
 def _value(i: int) -> str:
     return f"{i:04d}" + chr(ord("a") + i % 26) * (MIB - 4)
 
@@ -44,7 +35,7 @@ def test_a_multi_get_past_the_frame_limit_is_answered_in_parts(js, tmp_path, ttl
     confs = {PREFIX + "cache.maxBytes": str(2 * MIB)}  # holds 2 of the 80 values
     if ttl:
         confs[PREFIX + "ttl"] = ttl
-    p = _provider(js, new_root(tmp_path), value_schema, js.store_conf(**confs))
+    p = js.provider(new_root(tmp_path), conf=js.store_conf(**confs), value_schema=value_schema)
     try:
         s = js.get_store(p, 0)
         for i in range(N_BIG):
