@@ -234,12 +234,17 @@ class Writer:
         return _U32.pack(len(body)) + body
 
 
+def answer_bytes(value: bytes | None) -> int:
+    """What one MULTI_GET answer of `value` (None: absent) counts against MULTI_GET_REPLY_BYTES."""
+    return ANSWER_OVERHEAD + (0 if value is None else len(value))
+
+
 def answerable(values) -> int:
     """How many of `values` (None: absent), from the first, one MULTI_GET reply answers: all
     whose answers fit in MULTI_GET_REPLY_BYTES, and at least one."""
     size = 0
     for i, value in enumerate(values):
-        size += ANSWER_OVERHEAD + (0 if value is None else len(value))
+        size += answer_bytes(value)
         if size > MULTI_GET_REPLY_BYTES:
             return max(i, 1)
     return len(values)

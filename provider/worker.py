@@ -163,14 +163,14 @@ class Worker:
             n = p.answerable(stored)
             return p.ok().u32(n).answers(stored[:n], MAX_TS)
         body, n, size = p.Writer(), 0, 0
-        for key in keys:  # stops before a lookup past the budget: a lookup may refresh the entry
-            if n and size > p.MULTI_GET_REPLY_BYTES:
+        for key in keys:  # no lookup once the budget is reached: a lookup may refresh the entry
+            if n and size >= p.MULTI_GET_REPLY_BYTES:
                 break
             value, expires_at = txn.lookup(key)
-            if n and size + p.ANSWER_OVERHEAD + len(value or b"") > p.MULTI_GET_REPLY_BYTES:
-                break  # answered again when the JVM asks for the rest (a refresh is idempotent)
+            size += p.answer_bytes(value)
+            if n and size > p.MULTI_GET_REPLY_BYTES:
+                break  # looked up again when the JVM asks for the rest (same clock, same answer)
             _value(body, value, expires_at)
-            size += p.ANSWER_OVERHEAD + len(value or b"")
             n += 1
         w = p.ok().u32(n)
         w.parts += body.parts
