@@ -103,6 +103,14 @@ def spark(_session_holder):
 
 
 @pytest.fixture
+def js(spark, tmp_path):
+    """Spark's provider API driven through py4j (`jvm_state.JvmState`), its stores keeping their
+    local checkpoint cache in the test's tmp."""
+    from jvm_state import JvmState
+    return JvmState(spark, cache_dir=str(tmp_path / "cache"))
+
+
+@pytest.fixture
 def restart_spark(_session_holder):
     """A callable that stops the shared session and returns a freshly built one."""
     return _session_holder.restart

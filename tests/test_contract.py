@@ -13,12 +13,6 @@ from pyspark.errors.exceptions.captured import CapturedException
 from jvm_state import CACHE_DIR_KEY, FORMAT_KEY, HDFS, MODE_KEY, TTLSTATE, JvmState, new_root
 
 
-@pytest.fixture
-def js(spark, tmp_path):
-    """Provider-level driver whose stores keep their local checkpoint cache in the test's tmp."""
-    return JvmState(spark, cache_dir=str(tmp_path / "cache"))
-
-
 # A JVM exception reaches Python as py4j's error, or as PySpark's converted one.
 JavaError = (Py4JJavaError, CapturedException)
 

@@ -12,16 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from jvm_state import JvmState, new_root
+from jvm_state import new_root
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 MIB = 1 << 20
 N_BIG = 80  # 80 MiB of values: more than one frame
-
-
-@pytest.fixture
-def js(spark, tmp_path):
-    return JvmState(spark, cache_dir=str(tmp_path / "cache"))
 
 
 def _value(i: int) -> str:

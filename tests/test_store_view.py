@@ -11,16 +11,11 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import CapturedException
 
-from jvm_state import JvmState, new_root
+from jvm_state import new_root
 from test_ttl_contract import offsets
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 JavaError = (Py4JJavaError, CapturedException)
-
-
-@pytest.fixture
-def js(spark, tmp_path):
-    return JvmState(spark, cache_dir=str(tmp_path / "cache"))
 
 
 def _commit_keys(js, p, version: int, keys, value=lambda i: i):
