@@ -39,7 +39,7 @@ from pyspark.errors.exceptions.captured import CapturedException
 
 from jvm_state import JvmState
 from ttlstate import manifest
-from ttlstate.errors import CorruptFileError
+from ttlstate.errors import CheckpointTooNewError, CorruptFileError
 
 JavaError = (Py4JJavaError, CapturedException)
 SNAPSHOT_VERSION, LATEST = 3, 5
@@ -275,7 +275,10 @@ def _with_crc(body: bytes) -> bytes:
 def _flip_outcomes(raw: bytes, original: manifest.Manifest, scratch: str, flips):
     """Single-bit flips of the manifest's body (magic and zstd frame), each written with the
     CRC recomputed (as if there were none) and read by `manifest.read`:
-    {"refused" | "same" | "different": [(byte, bit, changed fields)]}."""
+    {"refused" | "same" | "different": [(byte, bit, changed fields)]}. Refused is either
+    corrupt (zstd, JSON or field checks) or too new: a flip that turns `"format":1` into 3
+    is, behind a valid CRC, what a newer ttlstate's manifest looks like, and is refused as
+    one (whether the sample reaches that byte depends on the run's manifest length)."""
     body = raw[:-4]
     out = collections.defaultdict(list)
     path = os.path.join(scratch, f"{original.version}.manifest")
@@ -287,7 +290,7 @@ def _flip_outcomes(raw: bytes, original: manifest.Manifest, scratch: str, flips)
             f.write(_with_crc(bytes(b)))
         try:
             m = manifest.read(path, original.version)
-        except CorruptFileError:
+        except (CorruptFileError, CheckpointTooNewError):
             out["refused"].append((i, bit, ()))
             continue
         changed = tuple(f for f in fields if getattr(m, f) != getattr(original, f))
@@ -350,7 +353,7 @@ def test_the_checksum_is_what_catches_a_flipped_bit_in_a_manifest(manifest_flips
     print(f"\n{len(raw)}-byte manifest, {total} single-bit flips (every bit of every "
           f"{(len(raw) - 4) // (total // 8)}th byte) of its body with the CRC recomputed: {len(different)} decode to a valid but different manifest "
           f"({dict(kinds.most_common(6))}), {len(outcomes['same'])} to the same one, "
-          f"{len(outcomes['refused'])} are refused by zstd/JSON/field checks")
+          f"{len(outcomes['refused'])} are refused by zstd/JSON/field/format checks")
     assert len(different) > total // 10, "expected many flips that only the checksum can catch"
     # with the stored CRC, every one of those flips (and every other) is refused by it
     path = os.path.join(scratch, f"{SNAPSHOT_VERSION}.manifest")

@@ -8,7 +8,7 @@ import pytest
 import zstandard
 
 from ttlstate import manifest
-from ttlstate.errors import CorruptFileError
+from ttlstate.errors import CheckpointTooNewError, CorruptFileError
 from ttlstate.manifest import Manifest, SstFile
 
 M = Manifest(
@@ -64,6 +64,39 @@ def test_a_flipped_bit_anywhere_is_caught(tmp_path, where):
         manifest.read(path, 7)
     assert path in str(e.value) and "version 7" in str(e.value)
     assert e.value.error_class == "TTLSTATE_CORRUPT_FILE"
+
+
+def test_a_flip_of_the_format_number(tmp_path):
+    """A single-bit flip that turns `"format":1` into 3 inside the zstd frame: with the
+    stored CRC the checksum catches it; with the CRC recomputed it is what a newer
+    ttlstate's manifest looks like, and is refused as too new (not as corrupt), naming the
+    format it found. (A flip the bit-flip sweep of test_checkpoint_corruption can reach.)"""
+    path, _ = _write(tmp_path)
+    raw = open(path, "rb").read()
+    frame = raw[len(manifest.MAGIC):-4]
+    flips = []
+    for i in range(len(frame)):
+        for bit in range(8):
+            b = bytearray(frame)
+            b[i] ^= 1 << bit
+            try:
+                text = zstandard.ZstdDecompressor().stream_reader(bytes(b)).read()
+            except zstandard.ZstdError:
+                continue
+            if text.startswith(b'{"format":3,'):
+                flips.append((len(manifest.MAGIC) + i, bit))
+    assert flips, "no single-bit flip of this manifest's frame gives format 3"
+    i, bit = flips[0]
+    flipped = bytearray(raw)
+    flipped[i] ^= 1 << bit
+    open(path, "wb").write(flipped)
+    with pytest.raises(CorruptFileError, match="checksum mismatch"):
+        manifest.read(path, 7)
+    body = bytes(flipped[:-4])
+    open(path, "wb").write(body + struct.pack("<I", zlib.crc32(body)))
+    with pytest.raises(CheckpointTooNewError, match="manifest of format 3") as e:
+        manifest.read(path, 7)
+    assert path in str(e.value) and e.value.error_class == "TTLSTATE_CHECKPOINT_TOO_NEW"
 
 
 @pytest.mark.parametrize("keep", [0, 3, 11, -1])
