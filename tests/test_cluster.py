@@ -123,8 +123,11 @@ def test_stores_move_to_another_executor(cluster_spark, candidate, tmp_path):
     c = RestartCase("aggregation_update", tmp_path, candidate)
     whole, hdfs, first = st.run_many(spark, c.first_runs())
 
-    placed = api.state_placements(first.progress[0]["runId"])
-    last_batch = max(placed)
+    # Spark's status store takes the tasks from its listener bus, after the batch has ended
+    last_batch = max(int(pr["batchId"]) for pr in first.progress if pr["numInputRows"] > 0)
+    placed = cl.wait_until(lambda: (lambda pl: pl if last_batch in pl else None)(
+        api.state_placements(first.progress[0]["runId"])), 60,
+        f"batch {last_batch}'s stateful tasks in Spark's status API")
     written_on = placed[last_batch]  # partition -> executor that committed its last version
     victim_id = Counter(written_on.values()).most_common(1)[0][0]
     victim = {e.executor_id: e for e in cl.executors(app_id)}[victim_id]
@@ -151,8 +154,9 @@ def test_stores_move_to_another_executor(cluster_spark, candidate, tmp_path):
         first batch, the executor holding most stores is kept busy, so the next batch's
         tasks move its stores to the other, live executor."""
         run_id = next(q.runId for q in spark.streams.active if q.name == name)
-        ran_on = api.state_placements(run_id).get(batch_id)
-        assert ran_on, f"no stateful stage found for batch {batch_id}"
+        # the status API has the batch's tasks once the listener bus delivered their ends
+        ran_on = cl.wait_until(lambda: api.state_placements(run_id).get(batch_id), 60,
+                               f"batch {batch_id}'s stateful stage in Spark's status API")
         expected = {p: {ex} for p, ex in ran_on.items()}
         observed[batch_id] = cl.wait_until(
             lambda: (lambda w: w if w == expected else None)(_store_locations(app_id)), 60,

@@ -47,29 +47,39 @@ SNAPSHOT_SUFFIX = {TTLSTATE: ".manifest", SPARK_ROCKSDB: ".zip"}
 class CoordinatorProbe:
     """What the coordinator knows of one running query's stores, after each batch."""
 
-    def __init__(self, spark, first_batch: int = 2, wait_s: float = 1.0, checkpoint=None, suffix=""):
+    def __init__(self, spark, first_batch: int = 2, wait_s: float = 60.0, checkpoint=None, suffix=""):
         self.spark = spark
         self.first_batch = first_batch
-        self.wait_s = wait_s  # for maintenance to snapshot and report meanwhile
+        # at most this long for maintenance to snapshot the batch's version of every store and
+        # report it (polled: a fixed pause can end first on a loaded machine); 0: ask at once
+        self.wait_s = wait_s
         self.checkpoint, self.suffix = checkpoint, suffix  # also list the snapshot files there
         self.seen: list[dict] = []
 
     def __call__(self, batch_id: int):
         if batch_id < self.first_batch:
             return
-        time.sleep(self.wait_s)
         jvm = self.spark._jvm
         state = jvm.org.apache.spark.sql.execution.streaming.state
         (query,) = self.spark.streams.active  # the queries of this module run one at a time
         run_id = jvm.java.util.UUID.fromString(str(query.runId))
         coordinator = self.spark._jsparkSession.sessionState().streamingQueryManager().stateStoreCoordinator()
         root = query._jsq.streamingQuery().resolvedCheckpointRoot() + "/state"
-        latest, forced = {}, {}
-        for p in PARTITIONS:
-            pid = state.StateStoreProviderId(state.StateStoreId(root, 0, p, "default"), run_id)
-            v = coordinator.getLatestSnapshotVersionForTesting(pid)
-            latest[p] = int(v.get()) if v.isDefined() else None
-            forced[p] = coordinator.checkIfShouldForceSnapshotUploadForTesting(pid)
+        pids = {p: state.StateStoreProviderId(state.StateStoreId(root, 0, p, "default"), run_id)
+                for p in PARTITIONS}
+
+        def latest_reported():
+            out = {}
+            for p, pid in pids.items():
+                v = coordinator.getLatestSnapshotVersionForTesting(pid)
+                out[p] = int(v.get()) if v.isDefined() else None
+            return out
+
+        deadline = time.monotonic() + self.wait_s
+        while time.monotonic() < deadline and any(v is None or v < batch_id + 1 for v in latest_reported().values()):
+            time.sleep(0.1)
+        latest = latest_reported()
+        forced = {p: coordinator.checkIfShouldForceSnapshotUploadForTesting(pid) for p, pid in pids.items()}
         lagging = coordinator.getLaggingStoresForTesting(run_id, batch_id + 1, False)
         files = ({p: snapshot_versions(self.checkpoint, p, self.suffix) for p in PARTITIONS}
                  if self.checkpoint is not None else None)

@@ -50,6 +50,7 @@ def test_a_stopped_sessions_stores_are_maintained_without_warnings(spark, restar
             time.sleep(0.5)  # until a maintenance pass cleaned up and unloaded the first session's stores
         time.sleep(1)
     st.assert_provider_served(second, st.TTLSTATE)
+    fresh.conf.unset(MAINTENANCE_INTERVAL)  # the shared session goes on with Spark's default
     st.restart_state_store_maintenance(fresh)  # later modules start it with their own interval
     text = log.text
     assert "ck-first" in text, text[-3000:]  # the stale stores were maintained while captured

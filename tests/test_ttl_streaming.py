@@ -390,7 +390,10 @@ MAINT_BATCHES = [OLD_KEYS, [(f"n{i}", 1) for i in range(4)]]
 # (CI runs two test files at a time) batch 0 took 12 s, and a fixed 12 s pause left some
 # partitions' entries alive through it.
 MAINT_LAG_SLEEPS = {0: 10}
-MAINT_SLEEPS = {1: 4}
+# After batch 1 each query waits until maintenance has snapshotted version 2 in all its
+# partitions (16 stores, one maintenance pass a second; a fixed 4 s pause could end first
+# on a loaded machine), at most 120 s: the tests below say which partition has none.
+MAINT_SNAPSHOT_WAITS = {1: 120}
 
 
 MAINTENANCE_TESTS = ("test_compaction_filter_cleanup_drops_expired_entries",
@@ -423,7 +426,7 @@ def _maintenance_job(request, tmp_path_factory, candidate):
             "session_confs": {tq.MAINTENANCE_INTERVAL: "1s", tq.MIN_DELTAS_FOR_SNAPSHOT: "1"},
             "queries": [dict(name=name, query="dedup_key", inputs=inputs,
                              checkpoint=str(root / f"ck-{name}"), confs=confs,
-                             sleeps=MAINT_SLEEPS, lag_sleeps=MAINT_LAG_SLEEPS)
+                             snapshot_waits=MAINT_SNAPSHOT_WAITS, lag_sleeps=MAINT_LAG_SLEEPS)
                 for name, confs in variants.items()]}
     proc, finish = tq.run_subprocess(spec, root, wait=False)
     yield finish
@@ -452,7 +455,7 @@ def _snapshot_total(o: tq.Outcome, version: int) -> int:
     entries = tq.snapshot_entries_at(o.checkpoint, version)
     assert entries is not None, (
         f"{o.name}: no {version}.manifest in every partition "
-        f"({tq.snapshot_files(o.checkpoint)}): maintenance did not snapshot in the pause")
+        f"({tq.snapshot_files(o.checkpoint)}): maintenance did not snapshot within MAINT_SNAPSHOT_WAITS")
     return sum(entries.values())
 
 

@@ -74,8 +74,11 @@ def test_a_store_unloaded_while_its_task_writes_closes_when_the_task_ends(spark,
     checkpoint = tmp_path / "ck-ttlstate"
     try:
         with jvm_log.captured(spark, "io.ttlstate", "INFO") as log:
+            # one shuffle partition: the held task's store is the only one, so no other task
+            # can still be writing when maintenance unloads the run's stores (with 4, on a
+            # slow machine, a second store's close could be deferred as well)
             running = st.start_query(spark, st.TTLSTATE, gated_running_count(str(gate)), "update", events,
-                                     checkpoint)
+                                     checkpoint, confs={"spark.sql.shuffle.partitions": "1"})
             cl.wait_until(lambda: (gate / "holding").exists(), 120, "a task to hold its write store")
             # what Spark's maintenance does to the providers of a stopped query run: at its next
             # pass (1 s) it finds them inactive and unloads them, the held one included

@@ -179,6 +179,9 @@ class QuerySpec:
     # clock minus b's timestamp): a pause that outlasts whatever a slow batch adds to
     # RocksDB's TTL (the TTL compaction filter's TTL includes the batch clock's lag)
     lag_sleeps: dict[int, float] = dataclasses.field(default_factory=dict)
+    # after batch id b: wait, at most `snapshot_waits[b]` seconds, until maintenance has
+    # written version b + 1's snapshot (`<b+1>.manifest`) in every partition of operator 0
+    snapshot_waits: dict[int, float] = dataclasses.field(default_factory=dict)
     provider: str = st.TTLSTATE
     kill_at: int | None = None    # os._exit(1) in this batch, after its state is committed
     sink_file: str | None = None  # JSON lines: one per foreachBatch call (subprocess runs)
@@ -290,6 +293,7 @@ def start(spark, spec: QuerySpec) -> Handle:
     sleeps = {int(k): float(v) for k, v in spec.sleeps.items()}
     pace = {int(k): float(v) for k, v in spec.pace.items()}
     lag_sleeps = {int(k): float(v) for k, v in spec.lag_sleeps.items()}
+    snapshot_waits = {int(k): float(v) for k, v in spec.snapshot_waits.items()}
 
     def on_batch(batch_df, batch_id):
         rows = [st.to_plain(r) for r in batch_df.collect()]
@@ -307,6 +311,10 @@ def start(spark, spec: QuerySpec) -> Handle:
         if lag_sleeps.get(batch_id):
             ts = batch_timestamps(spec.checkpoint)[batch_id]
             time.sleep(lag_sleeps[batch_id] + max(0.0, time.time() - ts / 1000))
+        if snapshot_waits.get(batch_id):
+            deadline = time.monotonic() + snapshot_waits[batch_id]
+            while not snapshotted_everywhere(spec.checkpoint, batch_id + 1) and time.monotonic() < deadline:
+                time.sleep(0.2)
 
     with st.session_confs(spark, {st.PROVIDER_CLASS_KEY: spec.provider, **spec.confs}):
         df = build_df(*[st.read_events(spark, d) for d in spec.inputs])
@@ -658,6 +666,13 @@ def snapshot_files(checkpoint, operator: int = 0, store: str | None = None) -> d
             if stem.isdigit():
                 out.setdefault(int(part.name), {})[int(stem)] = f
     return out
+
+
+def snapshotted_everywhere(checkpoint, version: int, operator: int = 0) -> bool:
+    """Whether every partition of the operator has `<version>.manifest`."""
+    op_dir = pathlib.Path(checkpoint) / "state" / str(operator)
+    parts = [d for d in op_dir.iterdir() if d.name.isdigit()] if op_dir.is_dir() else []
+    return bool(parts) and all((d / f"{version}.manifest").exists() for d in parts)
 
 
 def snapshot_sst_bytes(path) -> int:
