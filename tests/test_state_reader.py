@@ -68,14 +68,24 @@ def ck(_session_holder, candidate, tmp_path_factory):
         return dict(provider=provider, build_df=build_df, output_mode=output_mode, input_dir=root / input_dir,
                     checkpoint_dir=root / name, sink="foreach_batch", confs={**OFTEN, **confs}, **kw)
 
-    runs = [run(TTLSTATE, st.agg_by_key, "update", "agg", {}),
+    def snapshot_after(name, batches=(0, 2), timeout_s=60):
+        """After those batches, wait until maintenance snapshotted the batch's version in every
+        partition: each then has two snapshots to replay from, however loaded the machine."""
+        def wait(batch_id):
+            deadline = time.monotonic() + timeout_s
+            while batch_id in batches and time.monotonic() < deadline and not all(
+                    batch_id + 1 in snapshot_versions(root / name, p, ".manifest") for p in PARTITIONS):
+                time.sleep(0.1)
+        return wait
+
+    runs = [run(TTLSTATE, st.agg_by_key, "update", "agg", {}, on_batch=snapshot_after("agg")),
             run(SPARK_ROCKSDB, st.agg_by_key, "update", "agg-rocksdb", ROCKSDB_CHANGELOG),
             run(TTLSTATE, st.dedup_with_watermark, "append", "dedup", {}),
             run(SPARK_ROCKSDB, st.dedup_with_watermark, "append", "dedup-rocksdb", ROCKSDB_CHANGELOG),
             run(TTLSTATE, st.agg_by_key, "update", "snapshot-mode", {PREFIX + "checkpoint.mode": "snapshot"}),
             run(TTLSTATE, tq.count_by_key, "update", "ttl", {PREFIX + "ttl": f"{TTL_MS}ms"}, "ttl-in",
                 on_batch=lambda b: time.sleep(TTL_MS * 1.5 / 1000) if b == TTL_PAUSE_AFTER else None),
-            run(TTLSTATE, st.agg_by_key, "update", "agg_v2", V2),
+            run(TTLSTATE, st.agg_by_key, "update", "agg_v2", V2, on_batch=snapshot_after("agg_v2")),
             run(SPARK_ROCKSDB, st.agg_by_key, "update", "agg_v2-rocksdb", {**V2, **ROCKSDB_CHANGELOG})]
     results = st.run_many(_session_holder.get(), runs, max_parallel=len(runs))
     for r in results:
