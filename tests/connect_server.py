@@ -45,15 +45,33 @@ class ConnectServer:
 
     def __init__(self, command: str, log: pathlib.Path, start_timeout: float = 240):
         assert README_PORT in command, command
-        self.port = free_port()
-        self.command = command.replace(README_PORT, f"spark.connect.grpc.binding.port={self.port}")
-        self.url = f"sc://localhost:{self.port}"
+        self.template = command
         self.log = log
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen | None = None
         self.seen: dict[int, psutil.Process] = {}  # every process of the server seen so far
+        self._on_port(free_port())
+
+    def _on_port(self, port: int) -> None:
+        self.port = port
+        self.command = self.template.replace(README_PORT, f"spark.connect.grpc.binding.port={port}")
+        self.url = f"sc://localhost:{port}"
 
     def __enter__(self) -> "ConnectServer":
+        # the port was free when chosen; another process may take it before the server binds
+        # it (then the server exits with a BindException): once more on a new port
+        for attempt in range(2):
+            if self._start():
+                return self
+            if attempt == 0 and "java.net.BindException" in self.log_tail(20000):
+                self.seen.clear()
+                self._on_port(free_port())
+                continue
+            raise AssertionError(f"the Connect server exited {self.proc.returncode}:\n{self.log_tail()}")
+
+    def _start(self) -> bool:
+        """Starts the server; True once it listens on `port` (a socket of its own process tree,
+        not another process's), False if it exited first."""
         out = open(self.log, "w")
         self.proc = subprocess.Popen(["bash", "-c", self.command], stdout=out, stderr=subprocess.STDOUT,
                                      env=env(), cwd=self.log.parent, start_new_session=True)
@@ -61,15 +79,22 @@ class ConnectServer:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"the Connect server exited {self.proc.returncode}:\n{self.log_tail()}")
-            self.processes()
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return self
-            except OSError:
-                time.sleep(0.5)
+                return False
+            if self.port in self.listening_ports():
+                return True
+            time.sleep(0.5)
         self.stop()
         raise AssertionError(f"the Connect server did not listen on {self.port}:\n{self.log_tail()}")
+
+    def listening_ports(self) -> set[int]:
+        """TCP ports the server's processes listen on."""
+        ports = set()
+        for p in self.processes():
+            try:
+                ports |= {c.laddr.port for c in p.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return ports
 
     def __exit__(self, *exc):
         self.stop()
