@@ -73,8 +73,8 @@ def ck(_session_holder, candidate, tmp_path_factory):
         partition: each then has two snapshots to replay from, however loaded the machine."""
         def wait(batch_id):
             deadline = time.monotonic() + timeout_s
-            while batch_id in batches and time.monotonic() < deadline and not all(
-                    batch_id + 1 in snapshot_versions(root / name, p, ".manifest") for p in PARTITIONS):
+            while batch_id in batches and time.monotonic() < deadline and not tq.snapshotted_everywhere(
+                    root / name, batch_id + 1):
                 time.sleep(0.1)
         return wait
 

@@ -669,10 +669,12 @@ def snapshot_files(checkpoint, operator: int = 0, store: str | None = None) -> d
 
 
 def snapshotted_everywhere(checkpoint, version: int, operator: int = 0) -> bool:
-    """Whether every partition of the operator has `<version>.manifest`."""
+    """Whether every partition of the operator has a snapshot of `version` (`<version>.manifest`,
+    or `<version>_<id>.manifest` in a checkpoint of format v2)."""
     op_dir = pathlib.Path(checkpoint) / "state" / str(operator)
     parts = [d for d in op_dir.iterdir() if d.name.isdigit()] if op_dir.is_dir() else []
-    return bool(parts) and all((d / f"{version}.manifest").exists() for d in parts)
+    return bool(parts) and all((d / f"{version}.manifest").exists() or any(d.glob(f"{version}_*.manifest"))
+                               for d in parts)
 
 
 def snapshot_sst_bytes(path) -> int:
