@@ -415,8 +415,7 @@ final class RemoteTxn {
         ahead = conn.callAhead(multiGet(ask, 0, ask.length));
         aheadKeys = ask;
         writtenWhileAhead = new HashSet<>();
-        metrics.prefetched.addAndGet(ask.length);
-        return ask.length;
+        return ask.length; // counted in prefetched once answered (completeAhead)
     }
 
     /**
@@ -432,7 +431,14 @@ final class RemoteTxn {
         Set<KeyBytes> skip = writtenWhileAhead;
         dropAhead();
         // a read-ahead: keys past the reply's first ones stay unread, the operator reads them
-        readAnswers(conn.await(p), keys, 0, keys.length, new byte[keys.length][], skip);
+        int answered = readAnswers(conn.await(p), keys, 0, keys.length, new byte[keys.length][], skip);
+        int read = answered;
+        for (int j = 0; j < answered && !skip.isEmpty(); j++) {
+            if (skip.contains(new KeyBytes(keys[j]))) {
+                read--; // written meanwhile: not brought into the view
+            }
+        }
+        metrics.prefetched.addAndGet(read);
     }
 
     private void noteWrittenWhileAhead(KeyBytes key) {
