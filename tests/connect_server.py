@@ -64,8 +64,7 @@ class ConnectServer:
             if self._start():
                 return self
             if attempt == 0 and "java.net.BindException" in self.log_tail(20000):
-                self.seen.clear()
-                self._on_port(free_port())
+                self._on_port(free_port())  # `seen` keeps the first try's processes: none may survive
                 continue
             raise AssertionError(f"the Connect server exited {self.proc.returncode}:\n{self.log_tail()}")
 
