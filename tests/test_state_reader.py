@@ -72,10 +72,8 @@ def ck(_session_holder, candidate, tmp_path_factory):
         """After those batches, wait until maintenance snapshotted the batch's version in every
         partition: each then has two snapshots to replay from, however loaded the machine."""
         def wait(batch_id):
-            deadline = time.monotonic() + timeout_s
-            while batch_id in batches and time.monotonic() < deadline and not tq.snapshotted_everywhere(
-                    root / name, batch_id + 1):
-                time.sleep(0.1)
+            if batch_id in batches:
+                tq.wait_for_snapshot(root / name, batch_id + 1, timeout_s)
         return wait
 
     runs = [run(TTLSTATE, st.agg_by_key, "update", "agg", {}, on_batch=snapshot_after("agg")),

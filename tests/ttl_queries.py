@@ -312,9 +312,7 @@ def start(spark, spec: QuerySpec) -> Handle:
             ts = batch_timestamps(spec.checkpoint)[batch_id]
             time.sleep(lag_sleeps[batch_id] + max(0.0, time.time() - ts / 1000))
         if snapshot_waits.get(batch_id):
-            deadline = time.monotonic() + snapshot_waits[batch_id]
-            while not snapshotted_everywhere(spec.checkpoint, batch_id + 1) and time.monotonic() < deadline:
-                time.sleep(0.2)
+            wait_for_snapshot(spec.checkpoint, batch_id + 1, snapshot_waits[batch_id])
 
     with st.session_confs(spark, {st.PROVIDER_CLASS_KEY: spec.provider, **spec.confs}):
         df = build_df(*[st.read_events(spark, d) for d in spec.inputs])
@@ -675,6 +673,17 @@ def snapshotted_everywhere(checkpoint, version: int, operator: int = 0) -> bool:
     parts = [d for d in op_dir.iterdir() if d.name.isdigit()] if op_dir.is_dir() else []
     return bool(parts) and all((d / f"{version}.manifest").exists() or any(d.glob(f"{version}_*.manifest"))
                                for d in parts)
+
+
+def wait_for_snapshot(checkpoint, version: int, timeout_s: float) -> bool:
+    """Waits (maintenance snapshots in the background) until every partition of operator 0 has
+    a snapshot of `version`; whether it does. Never fails: the test asserts on the files itself."""
+    deadline = time.monotonic() + timeout_s
+    while not snapshotted_everywhere(checkpoint, version):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def snapshot_sst_bytes(path) -> int:
