@@ -518,8 +518,8 @@ def report(results: dict, plot_note: str) -> str:
         f"Command: `{' '.join(f'{k}={v}' for k, v in sorted(os.environ.items()) if k.startswith('BENCH_SOAK_'))}"
         f"{' ' if any(k.startswith('BENCH_SOAK_') for k in os.environ) else ''}"
         f"python -m pytest benchmarks/test_soak.py --benchmark-only -s` "
-        f"({datetime.date.today().isoformat()}, repo at `{_git_state()}`; {os.cpu_count()} cores, shared with other "
-        f"Spark test runs; Python {platform.python_version()}, Spark {pyspark.__version__}).",
+        f"({datetime.date.today().isoformat()}, repo at `{_git_state()}`; {os.cpu_count()} cores; "
+        f"Python {platform.python_version()}, Spark {pyspark.__version__}; each run's load average below).",
         "",
         f"Workload: streaming aggregation `groupBy(k).agg(count, sum(v))`, update mode, foreachBatch into `noop`, "
         f"ttlstate provider (changelog checkpoints, Spark's defaults for `minDeltasForSnapshot` = 10 and "
