@@ -38,11 +38,12 @@ SELECTED_VARIANTS = [v for v in os.environ.get("BENCH_VARIANTS", ",".join(runner
 # no target, and on the large join its three runs take a quarter of an hour. BENCH_VARIANTS, when
 # set, applies to every workload as given.
 ALL_PROVIDER_WORKLOADS = ("aggregation", "dropDuplicates", "join", "window")
+VARIANTS_GIVEN = "BENCH_VARIANTS" in os.environ
 
 
 def variants_of(workload: str) -> list[str]:
     """The providers `workload` runs on, in the order they alternate."""
-    if "BENCH_VARIANTS" in os.environ or workload in ALL_PROVIDER_WORKLOADS:
+    if VARIANTS_GIVEN or workload in ALL_PROVIDER_WORKLOADS:
         return SELECTED_VARIANTS
     return [v for v in SELECTED_VARIANTS if v != "rocksdb"]
 
@@ -179,7 +180,7 @@ def write_report() -> None:
            f"process and JVM, {workloads.BATCHES} batches of one generated JSON file each "
            f"(`maxFilesPerTrigger=1`, `Trigger.AvailableNow`, scale {workloads.SCALE:g}), `noop` sink. "
            f"Each provider ran {ROUNDS} times per workload, the providers alternating, each round starting with the next one"
-           + ("" if "BENCH_VARIANTS" in os.environ else
+           + ("" if VARIANTS_GIVEN else
               f" (the RocksDB provider with changelog off on {', '.join(ALL_PROVIDER_WORKLOADS)} only)") + "; "
            "every figure is the median over the runs, with min–max in parentheses where given. "
            "Rows/s and medians are over batches 1..N (batch 0 pays the JVM's start and JIT warm-up, "
