@@ -6,6 +6,7 @@ or database kind are migrated on the way (docs/DESIGN.md 18-26, 31).
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import shutil
 
@@ -130,12 +131,14 @@ def _replay(store, path: str, version: int, restore_ts: int):
     if meta.layout != store.layout:
         store.migrated = True
         records = _migrated(records, ttl, restore_ts)
-    pending: dict[bytes, bytes | None] = dict(records)
+    pending: dict[bytes, bytes | None] = dict(records)  # a key's last record wins
     batch = WriteBatch(raw_mode=True)
     delta = 0
     hist = store.hist
-    for key, value in pending.items():
-        old = store.db.get(key)
+    # a database with no key and no SST (nothing restored, nothing left by a replay) needs no lookup
+    get = _nothing_stored if store.num_keys == 0 and not store.ssts else store.db.get
+    for key, value in sorted(pending.items(), key=_KEY):  # key order: DESIGN 77
+        old = get(key)
         if value is None:
             batch.delete(key)
             delta -= old is not None
@@ -149,6 +152,14 @@ def _replay(store, path: str, version: int, restore_ts: int):
     store.db.write(batch)
     store.num_keys += delta
     store.batch_ts, store.cursor = meta.batch_ts, meta.cursor
+
+
+_KEY = operator.itemgetter(0)
+
+
+def _nothing_stored(key: bytes) -> None:
+    """The lookup of a database that holds no key."""
+    return None
 
 
 def _migrated(records, to_ttl: bool, restore_ts: int):
