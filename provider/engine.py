@@ -163,7 +163,6 @@ def write_keyed_records(db: Rdict, records) -> int:
     return delta
 
 
-
 def write_stamped_records(db: Rdict, records, prefix: bytes):
     """Write keyed records into a TTL store's `db` in one WriteBatch, each put's value after
     `prefix` (the transaction's 8-byte TTL timestamp). Each key's stored entry is read once, in
@@ -207,6 +206,7 @@ def write_stamped_records(db: Rdict, records, prefix: bytes):
             batch.put(key, stored)
     db.write(batch)
     return delta, replaced, applied
+
 
 # Keys per RocksDB MultiGet: it holds each key's data block (decompressed, when the block cache
 # does not) until it returns, some 1 KiB a key; slices of keys in key order still share blocks

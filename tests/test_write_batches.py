@@ -1,7 +1,7 @@
-"""A direct transaction of a store without TTL writes each WRITE_BATCH frame into RocksDB in key
-order (DESIGN 77), and so does a TTL store's (DESIGN 97): the database, the key count (and the
-TTL histogram) and the changelog must still be those of the
-records applied in the order they came, repeats of a key and records without hints included."""
+"""A direct transaction writes each WRITE_BATCH frame into RocksDB in key order, without TTL
+(DESIGN 77) and with it (DESIGN 97): the database, the key count, the TTL histogram and the
+changelog must still be those of the records applied in the order they came, repeats of a key
+and records without hints included."""
 
 from __future__ import annotations
 
