@@ -1,7 +1,8 @@
-"""Reads whose answers pass one frame (64 MiB): a MULTI_GET of values larger in sum than the
-frame limit comes back in parts, each reply answering the first keys it asked (PROTOCOL.md,
-DESIGN 95), and the JVM asks again for the rest. Real provider, service, worker and RocksDB,
-through Spark's provider API (py4j); values of 1 MiB each.
+"""Reads past one frame (64 MiB): a MULTI_GET of values larger in sum than the frame limit
+comes back in parts, each reply answering the first keys it asked (PROTOCOL.md, DESIGN 95),
+and the JVM asks again for the rest; keys larger in sum go in several requests (DESIGN 99).
+Real provider, service, worker and RocksDB, through Spark's provider API (py4j); values or
+keys of 1 MiB each.
 
 Before DESIGN 95 the worker put every answer in one reply, the JVM refused the oversized frame
 and the task failed, and failed again on every retry: a read-ahead sized by the mean value in
@@ -49,6 +50,35 @@ def test_a_multi_get_past_the_frame_limit_is_answered_in_parts(js, tmp_path, ttl
                        (row.getUTF8String(0).substring(0, 4).toString(), row.getUTF8String(0).numBytes()))
         assert got == [(f"{i:04d}", MIB) for i in range(N_BIG)] + [None]
         assert js.custom_metrics(s)["ttlstateRoundTrips"] >= 3  # BEGIN and at least two parts
+        s.abort()
+    finally:
+        p.close()
+
+
+def test_a_multi_get_of_keys_past_the_frame_limit_goes_in_parts(js, tmp_path):
+    """80 keys of 1 MiB in one `multiGet`: before DESIGN 99 the request itself passed the frame
+    limit and the read failed ("request of ... bytes exceeds the frame limit")."""
+    value_schema = js.jvm.org.apache.spark.sql.types.StructType.fromDDL("value STRING")
+    proj = js._projection(value_schema)
+    p = js.provider(new_root(tmp_path), conf=js.store_conf(**{PREFIX + "cache.maxBytes": str(2 * MIB)}),
+                    value_schema=value_schema)
+    try:
+        s = js.get_store(p, 0)
+        for i in range(N_BIG):
+            s.put(js.key(_value(i), i), js._row(proj, f"v{i}"), "default")
+        assert s.commit() == 1
+        s = js.get_store(p, 1)
+        asked = [*range(N_BIG), N_BIG + 5]  # and one absent key, last
+        keys = js.gw.new_array(js.jvm.org.apache.spark.sql.catalyst.expressions.UnsafeRow, len(asked))
+        for j, i in enumerate(asked):
+            keys[j] = js.key(_value(i), i)
+        it = s.multiGet(keys, "default")
+        got = []
+        while it.hasNext():
+            row = it.next()
+            got.append(None if row is None else row.getUTF8String(0).toString())
+        assert got == [f"v{i}" for i in range(N_BIG)] + [None]
+        assert js.custom_metrics(s)["ttlstateRoundTrips"] >= 3  # BEGIN and at least two requests
         s.abort()
     finally:
         p.close()

@@ -336,15 +336,37 @@ final class RemoteTxn {
 
     /**
      * The values of {@code keys[0..n)} from the worker, remembered in the view: one MULTI_GET,
-     * and another for the rest as long as a reply answers only the first keys it asked (values
+     * and another for the rest as long as a request holds only the first keys (keys past
+     * {@link #MULTI_GET_REQUEST_BYTES}) or a reply answers only the first keys it asked (values
      * past {@code MULTI_GET_REPLY_BYTES}, docs/PROTOCOL.md).
      */
     private byte[][] fromWorker(byte[][] keys, int n) {
         byte[][] values = new byte[n][];
         for (int done = 0; done < n; ) {
-            done += readAnswers(call(multiGet(keys, done, n)), keys, done, n, values, java.util.Collections.emptySet());
+            int end = requestEnd(keys, done, n);
+            done += readAnswers(call(multiGet(keys, done, end)), keys, done, end, values, java.util.Collections.emptySet());
         }
         return values;
+    }
+
+    /** Key bytes one MULTI_GET request asks at most (half a frame; at least one key): DESIGN 99. */
+    static final long MULTI_GET_REQUEST_BYTES = Op.MAX_FRAME / 2;
+
+    /**
+     * The end of the MULTI_GET that asks {@code keys[from..n)}: the first keys whose encoding
+     * ({@code bytes key}: 4 + length each) fits {@link #MULTI_GET_REQUEST_BYTES}, at least one.
+     */
+    static int requestEnd(byte[][] keys, int from, int n) {
+        long size = 0;
+        int end = from;
+        while (end < n) {
+            size += 4L + keys[end].length;
+            if (size > MULTI_GET_REQUEST_BYTES && end > from) {
+                break;
+            }
+            end++;
+        }
+        return end;
     }
 
     /** The MULTI_GET request of {@code keys[from..n)}. */
@@ -409,6 +431,10 @@ final class RemoteTxn {
         byte[][] ask = unknown(keys);
         if (ask.length == 0) {
             return 0;
+        }
+        int end = requestEnd(ask, 0, ask.length); // keys past a request's bytes: the operator reads them
+        if (end < ask.length) {
+            ask = java.util.Arrays.copyOf(ask, end);
         }
         metrics.roundTrip();
         metrics.sentAhead.incrementAndGet();
