@@ -369,9 +369,14 @@ final class RemoteTxn {
         return end;
     }
 
-    /** The MULTI_GET request of {@code keys[from..n)}. */
+    /** The MULTI_GET request of {@code keys[from..n)}, its buffer sized once (no copies while it grows). */
     private FrameWriter multiGet(byte[][] keys, int from, int n) {
-        FrameWriter w = FrameWriter.request(Op.MULTI_GET, handle).u32(n - from);
+        long size = 9; // u8 op, u32 handle, u32 n
+        for (int j = from; j < n; j++) {
+            size += 4L + keys[j].length;
+        }
+        FrameWriter w = new FrameWriter((int) Math.min(size, Op.MAX_FRAME)).startRequest(Op.MULTI_GET, handle)
+                .u32(n - from);
         for (int j = from; j < n; j++) {
             w.bytes(keys[j]);
         }
