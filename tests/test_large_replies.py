@@ -2,7 +2,7 @@
 comes back in parts, each reply answering the first keys it asked (PROTOCOL.md, DESIGN 95),
 and the JVM asks again for the rest; keys larger in sum go in several requests (DESIGN 99).
 Real provider, service, worker and RocksDB, through Spark's provider API (py4j); values or
-keys of 1 MiB each.
+keys of (almost) 1 MiB each.
 
 Before DESIGN 95 the worker put every answer in one reply, the JVM refused the oversized frame
 and the task failed, and failed again on every retry: a read-ahead sized by the mean value in
@@ -18,10 +18,15 @@ from jvm_state import new_root
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 MIB = 1 << 20
 N_BIG = 80  # 80 MiB of values: more than one frame
+# A key's length: just under 1 MiB, so that each copy of it in the test's 1g heap (the row, the
+# store's key bytes) fills one G1 region (1 MiB) instead of two. 1 MiB and its header took two:
+# the keys' test then needed more than 512 MiB of heap by itself, and ran out of the shared
+# test JVM's heap in CI. 80 of them are still almost 80 MiB, more than one frame.
+KEY_LEN = MIB - 1024
 
 
-def _value(i: int) -> str:
-    return f"{i:04d}" + chr(ord("a") + i % 26) * (MIB - 4)
+def _value(i: int, length: int = MIB) -> str:
+    return f"{i:04d}" + chr(ord("a") + i % 26) * (length - 4)
 
 
 @pytest.mark.parametrize("ttl", ["", "1h"], ids=["no-ttl", "ttl"])
@@ -56,7 +61,7 @@ def test_a_multi_get_past_the_frame_limit_is_answered_in_parts(js, tmp_path, ttl
 
 
 def test_a_multi_get_of_keys_past_the_frame_limit_goes_in_parts(js, tmp_path):
-    """80 keys of 1 MiB in one `multiGet`: before DESIGN 99 the request itself passed the frame
+    """80 keys of (almost) 1 MiB in one `multiGet`: before DESIGN 99 the request itself passed the frame
     limit and the read failed ("request of ... bytes exceeds the frame limit")."""
     value_schema = js.jvm.org.apache.spark.sql.types.StructType.fromDDL("value STRING")
     proj = js._projection(value_schema)
@@ -65,13 +70,13 @@ def test_a_multi_get_of_keys_past_the_frame_limit_goes_in_parts(js, tmp_path):
     try:
         s = js.get_store(p, 0)
         for i in range(N_BIG):
-            s.put(js.key(_value(i), i), js._row(proj, f"v{i}"), "default")
+            s.put(js.key(_value(i, KEY_LEN), i), js._row(proj, f"v{i}"), "default")
         assert s.commit() == 1
         s = js.get_store(p, 1)
         asked = [*range(N_BIG), N_BIG + 5]  # and one absent key, last
         keys = js.gw.new_array(js.jvm.org.apache.spark.sql.catalyst.expressions.UnsafeRow, len(asked))
         for j, i in enumerate(asked):
-            keys[j] = js.key(_value(i), i)
+            keys[j] = js.key(_value(i, KEY_LEN), i)
         it = s.multiGet(keys, "default")
         got = []
         while it.hasNext():
