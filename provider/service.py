@@ -4,8 +4,9 @@ Reads the token and the ttlstate confs from stdin (docs/PROTOCOL.md, "Service st
 binds one socket per worker in DIR, forks the workers, prints
 `READY <pid> <workers> <workerTimeoutMs>`,
 then supervises: a worker that dies is forked again on the same listening socket. When
-stdin reaches EOF (the JVM is gone, even after SIGKILL) or on SIGTERM, the service kills
-its workers and deletes DIR. Workers also die with the service (PR_SET_PDEATHSIG).
+stdin reaches EOF (the JVM is gone, even after SIGKILL), when its parent (the JVM) is gone
+while another process still holds stdin's other end, or on SIGTERM, the service kills its
+workers and deletes DIR. Workers also die with the service (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def describe_exit(status: int) -> str:
 class Supervisor:
     def __init__(self, service_dir: str, token: bytes, workers: int, timeout_ms: int):
         self.dir = service_dir
+        self.parent = os.getppid()  # the JVM that started the service
         self.timeout_ms = timeout_ms
         self.token = token
         self.listeners = []
@@ -195,9 +197,20 @@ class Supervisor:
                 log.warning("worker %d (pid %d) %s; restarting it", index, pid, describe_exit(status))
                 self.fork_worker(index)
             elif not pid:
+                if self.parent_gone():
+                    break
                 self.stopping.wait(0.1)
         self.shutdown()
         return healthy
+
+    def parent_gone(self) -> bool:
+        """Whether the process that started the service has exited (this process has a new
+        parent). Stdin's EOF says so too, unless another process holds its other end: one the
+        JVM's process forked without closing its descriptors."""
+        if os.getppid() == self.parent:
+            return False
+        log.warning("the process that started the service (pid %d) is gone; stopping", self.parent)
+        return True
 
     def shutdown(self):
         for pid in list(self.pids):

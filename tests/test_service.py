@@ -4,6 +4,8 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -415,6 +417,47 @@ def test_dead_worker_is_restarted_and_service_exits_on_stdin_eof(tmp_path):
     assert not os.path.exists(svc.dir)  # the service removed its own directory
     assert not os.path.exists(svc.parent)
     assert before  # workers existed
+
+
+# A parent that starts the service as the shim does, then a second process that keeps the
+# service's stdin open (a child forked with the parent's descriptors), and prints both pids.
+_PARENT_WITH_A_SECOND_STDIN_HOLDER = """
+import subprocess, sys, time
+sys.path.insert(0, sys.argv[2])
+from service_client import start_service
+svc = start_service(sys.argv[1], bytes(32), 1)
+assert svc.stdout.readline().startswith("READY")
+holder = subprocess.Popen(["sleep", "600"], pass_fds=[svc.stdin.fileno()])
+print(svc.pid, holder.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_service_stops_when_its_parent_dies_while_another_process_holds_its_stdin(tmp_path):
+    """Stdin's EOF is the usual sign that the JVM is gone; if a process the JVM forked kept
+    the pipe's other end, the service still stops, seeing its parent change. Before, it and its
+    workers lived on (as long as the other holder did)."""
+    d = str(tmp_path / "svc")
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT_WITH_A_SECOND_STDIN_HOLDER, d,
+                               os.path.dirname(__file__)], stdout=subprocess.PIPE, text=True)
+    holder = None
+    try:
+        service_pid, holder = map(int, parent.stdout.readline().split())
+        assert [c.pid for c in service_processes(d)][:1] == [service_pid]
+        parent.kill()
+        parent.wait(10)
+        assert psutil.pid_exists(holder)  # stdin has a writer still: no EOF
+        deadline = time.monotonic() + 10
+        while service_processes(d) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not service_processes(d)
+        assert not os.path.exists(d)  # the service removed its directory
+    finally:
+        parent.kill()
+        if holder is not None:
+            os.kill(holder, signal.SIGKILL)
+        for c in service_processes(d):
+            c.kill()
 
 
 def _service_with(tmp_path, setup: str, workers: int = 1):
