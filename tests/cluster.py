@@ -141,6 +141,35 @@ def kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
+def process_report(pids) -> str:
+    """What each of `pids` is doing, for a failure message: its state, parent, kernel wait
+    channel and command line, and which processes hold its stdin (a store service stops at
+    EOF on stdin, once no process holds the pipe's other end)."""
+    lines = []
+    for pid in pids:
+        proc = pathlib.Path(f"/proc/{pid}")
+        try:
+            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            wchan = (proc / "wchan").read_text().strip() or "-"
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            stdin = os.readlink(proc / "fd" / "0")
+        except OSError as e:
+            lines.append(f"  pid {pid}: gone or unreadable ({e})")
+            continue
+        holders = sorted({int(fd.parent.parent.name) for fd in pathlib.Path("/proc").glob("[0-9]*/fd/*")
+                          if _link(fd) == stdin} - {pid}) if stdin.startswith("pipe:") else []
+        lines.append(f"  pid {pid}: state {stat[0]}, parent {stat[1]}, waiting in {wchan}, stdin {stdin}"
+                     f"{f' also held by {holders}' if holders else ''}: {args[:160]}")
+    return "\n".join(lines)
+
+
+def _link(path: pathlib.Path) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
 def wait_until(condition, timeout_s: float, what: str, interval_s: float = 0.2):
     """Polls `condition()` until it returns a truthy value; returns it or fails with `what`."""
     deadline = time.monotonic() + timeout_s

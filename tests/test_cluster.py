@@ -259,8 +259,12 @@ def test_executor_loss_mid_batch(cluster_spark, candidate, loss_references, tmp_
     st.assert_provider_served(result, candidate)
     if candidate == st.TTLSTATE:
         assert services, f"executor {victim.executor_id} had no ttlstate store service"
-        cl.wait_until(lambda: not any(cl.alive(p) for p in services), 30,
-                      f"store service processes {services} of the killed executor to exit")
+        try:
+            cl.wait_until(lambda: not any(cl.alive(p) for p in services), 30,
+                          f"store service processes {services} of the killed executor to exit")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; still alive:\n"
+                                 f"{cl.process_report([p for p in services if cl.alive(p)])}") from None
         loads = sum(checkpoint_loads(result, b) for b in result.batches if b >= batch)
         assert loads >= 1, "no store was loaded from the checkpoint after the executor loss"
     assert victim.pid not in [e.pid for e in cl.executors(app_id)]
