@@ -84,6 +84,11 @@ public final class RemoteStore {
     /** The checkpoint id of the loaded version (format v2; null for version 0 and in v1). */
     private String loadedId;
     private long lastSnapshotVersion;
+    /**
+     * A snapshot maintenance round found a snapshot due while a write store was writing: the
+     * next commit snapshots (DESIGN 100).
+     */
+    private boolean snapshotDue;
     /** The store's settings as the worker resolved them at OPEN. */
     private StoreSettings settings;
     /** What the JVM knows of the loaded version (value cache, key filter); null until OPEN. */
@@ -406,6 +411,7 @@ public final class RemoteStore {
         loadedVersion = version;
         loadedId = l.id();
         lastSnapshotVersion = l.manifestVersion();
+        snapshotDue = false;
         // as Spark's providers do at a load (RocksDB: version 0 or the snapshot it started from;
         // HDFS: loadMap), so a new query run's store is not lagging from its first batch
         reportSnapshotUploaded(lastSnapshotVersion);
@@ -458,7 +464,7 @@ public final class RemoteStore {
             } else {
                 view.reset(newVersion, -1); // the JVM does not know when the worker stamped the writes
             }
-            if (changelog == null || forceSnapshot || r.snapshotWanted) {
+            if (changelog == null || forceSnapshot || r.snapshotWanted || snapshotDue) {
                 snapshot(store.metrics, written);
             }
             durable = true;
@@ -532,6 +538,7 @@ public final class RemoteStore {
     private void snapshot(StoreMetrics metrics, List<org.apache.hadoop.fs.Path> written) throws IOException {
         checkpoint.snapshot(conn, storeHandle, loadedVersion, loadedId, tmpPath("snapshot"), metrics, written);
         lastSnapshotVersion = loadedVersion;
+        snapshotDue = false;
         reportSnapshotUploaded(loadedVersion);
     }
 
@@ -574,15 +581,23 @@ public final class RemoteStore {
 
     // ---- maintenance --------------------------------------------------------------------
 
-    /** Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs followed the last snapshot. */
+    /**
+     * Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs followed the
+     * last snapshot; while a write store writes, its commit does (DESIGN 100).
+     */
     public synchronized void snapshotMaintenance() {
         if (closed || !connectionUsable() || loadedVersion <= 0) {
             return;
         }
-        if (writing()) {
-            return; // a transaction writes into the database: the next maintenance round snapshots
-        }
         if (loadedVersion - lastSnapshotVersion < storeConf.minDeltasForSnapshot()) {
+            return;
+        }
+        if (writing()) {
+            if (!snapshotDue) {
+                LOG.debug("Snapshot of {} due while version {} is written: its commit snapshots", this,
+                        loadedVersion + 1);
+            }
+            snapshotDue = true;
             return;
         }
         List<org.apache.hadoop.fs.Path> written = new ArrayList<>();
