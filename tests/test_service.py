@@ -443,7 +443,7 @@ def test_the_service_stops_when_its_parent_dies_while_another_process_holds_its_
     holder = None
     try:
         service_pid, holder = map(int, parent.stdout.readline().split())
-        assert [c.pid for c in service_processes(d)][:1] == [service_pid]
+        assert service_pid in [c.pid for c in service_processes(d)]
         parent.kill()
         parent.wait(10)
         assert psutil.pid_exists(holder)  # stdin has a writer still: no EOF
