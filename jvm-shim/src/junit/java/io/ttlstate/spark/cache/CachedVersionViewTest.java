@@ -1,0 +1,120 @@
+package io.ttlstate.spark.cache;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import io.ttlstate.spark.ttl.TtlRule;
+
+/**
+ * {@link CachedVersionView} serves one committed version: never another version's values, never
+ * an expired value, and "absent" only when its key filter or its completeness says so.
+ */
+class CachedVersionViewTest {
+    private static final long BUDGET = (1 << 20) + 7;
+    private static final byte[] REMOVED = new byte[0];
+    private final CachedVersionView view = new CachedVersionView(BUDGET, true);
+
+    @AfterEach
+    void close() {
+        view.close();
+    }
+
+    private static byte[] b(String s) {
+        return s.getBytes();
+    }
+
+    @Test
+    void servesOnlyItsVersion() {
+        view.reset(5, 10);
+        view.remember(b("k"), b("v"), TtlRule.NEVER, 5);
+        view.remember(b("old"), b("v"), TtlRule.NEVER, 4); // a read of another version: not kept
+        assertArrayEquals(b("v"), view.lookup(b("k"), 5, 0).value);
+        assertNull(view.lookup(b("k"), 6, 0));
+        assertNull(view.lookup(b("old"), 5, 0));
+        assertEquals(CachedVersionView.Presence.UNKNOWN, view.presence(b("k"), 4));
+        assertEquals(CachedVersionView.Presence.PRESENT, view.presence(b("k"), 5));
+    }
+
+    @Test
+    void neverServesAnExpiredValue() {
+        view.reset(1, 10);
+        view.remember(b("k"), b("v"), 1000, 1);
+        CachedVersionView.Cached c = view.lookup(b("k"), 1, 999);
+        assertEquals(1000, c.expiresAt);
+        assertNull(view.lookup(b("k"), 1, 1000)); // expired at its expiry time: ask the worker
+        assertNull(view.lookup(b("k"), 1, 0)); // and forgotten
+    }
+
+    @Test
+    void anEmptyVersionIsCompleteAndFollowsCommits() {
+        view.reset(3, 0);
+        assertTrue(view.isComplete());
+        assertSame(CachedVersionView.ABSENT, view.lookup(b("any"), 3, 0));
+        view.remember(b("gone"), b("x"), TtlRule.NEVER, 3);
+        Map<KeyBytes, byte[]> writes = new LinkedHashMap<>();
+        writes.put(new KeyBytes(b("k")), b("v"));
+        writes.put(new KeyBytes(b("gone")), REMOVED);
+        view.committed(3, 4, writes, REMOVED, 2000, 0);
+        CachedVersionView.Cached k = view.lookup(b("k"), 4, 0);
+        assertArrayEquals(b("v"), k.value);
+        assertEquals(2000, k.expiresAt);
+        assertSame(CachedVersionView.ABSENT, view.lookup(b("gone"), 4, 0));
+        assertSame(CachedVersionView.ABSENT, view.lookup(b("other"), 4, 0));
+        Iterator<byte[][][]> entries = view.entriesIfComplete(4, 10);
+        byte[][][] chunk = entries.next();
+        assertArrayEquals(new byte[][] {b("k")}, chunk[0]);
+        assertFalse(entries.hasNext());
+    }
+
+    @Test
+    void aCommitFromAnotherVersionForgetsEverything() {
+        view.reset(3, 0);
+        view.committed(7, 8, Map.of(new KeyBytes(b("k")), b("v")), REMOVED, TtlRule.NEVER, 0);
+        assertNull(view.lookup(b("k"), 8, 0));
+        assertNull(view.lookup(b("k"), 3, 0));
+        assertFalse(view.isComplete());
+    }
+
+    @Test
+    void theKeyFilterRulesOutAbsentKeys() {
+        view.reset(5, 10);
+        assertTrue(view.wantsWarmUp(5));
+        assertNull(view.lookup(b("a"), 5, 0)); // filter unknown: ask the worker
+        KeyFilter scanned = new KeyFilter(10);
+        scanned.add(b("a"));
+        view.filterReady(5, scanned, false);
+        assertFalse(view.wantsWarmUp(5));
+        assertFalse(view.isComplete());
+        assertNull(view.lookup(b("a"), 5, 0)); // may be there: ask
+        assertSame(CachedVersionView.ABSENT, view.lookup(b("b"), 5, 0));
+        assertEquals(CachedVersionView.Presence.ABSENT, view.presence(b("b"), 5));
+    }
+
+    @Test
+    void anEvictionEndsCompleteness() {
+        view.reset(1, 0);
+        Map<KeyBytes, byte[]> writes = new LinkedHashMap<>();
+        for (int i = 0; i < 3000; i++) {
+            writes.put(new KeyBytes(b("k" + i)), new byte[1000]);
+        }
+        view.committed(1, 2, writes, REMOVED, TtlRule.NEVER, 0); // 3 MB into a 1 MiB budget
+        assertTrue(view.bytes() <= BUDGET);
+        assertFalse(view.isComplete());
+        assertNull(view.entriesIfComplete(2, 10));
+        assertNull(view.lookup(b("k0"), 2, 0)); // evicted, in the filter: ask the worker
+        assertNotNull(view.lookup(b("k2999"), 2, 0).value);
+        assertSame(CachedVersionView.ABSENT, view.lookup(b("never written"), 2, 0));
+    }
+}

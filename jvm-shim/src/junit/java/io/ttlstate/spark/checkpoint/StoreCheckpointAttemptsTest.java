@@ -1,0 +1,61 @@
+package io.ttlstate.spark.checkpoint;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import io.ttlstate.spark.metrics.StoreMetrics;
+
+/**
+ * Format v1, on the local file system: attempt A commits versions 1-3 of a store; attempt B at
+ * version 3 (a speculative copy, or a zombie task of a retried stage) fails, before its
+ * changelog upload ends or after it, and discards what it wrote as a failed commit does.
+ * Version 3 must still load: a failed commit deleted the v1 changelog path it had started
+ * writing, which is every attempt's (DESIGN 94 (d)).
+ */
+class StoreCheckpointAttemptsTest {
+    @TempDir
+    java.nio.file.Path dir;
+
+    @ParameterizedTest(name = "upload fails: {0}")
+    @ValueSource(booleans = {true, false})
+    void aFailedAttemptLeavesTheFilesOfItsVersion(boolean uploadFails) throws IOException {
+        StateStoreId id = new StateStoreId(dir.resolve("ck").toString(), 0, 0, "default");
+        StoreCheckpoint a = StoreCheckpoint.of(id, new Configuration(), false);
+        a.useCacheDir(dir.resolve("cache-a").toString(), 0);
+        for (int v = 1; v <= 3; v++) {
+            a.uploadChangelog(changelog("a" + v), v, null, null, new StoreMetrics(), new ArrayList<>());
+        }
+        StoreCheckpoint b = StoreCheckpoint.of(id, new Configuration(), false);
+        b.useCacheDir(dir.resolve("cache-b").toString(), 0);
+        List<Path> written = new ArrayList<>();
+        if (uploadFails) {
+            assertThrows(IOException.class, () -> b.uploadChangelog(dir.resolve("never-written.changelog"), 3,
+                    null, null, new StoreMetrics(), written), "attempt B's upload of a missing file");
+        } else {
+            b.uploadChangelog(changelog("b3"), 3, null, null, new StoreMetrics(), written); // then its commit fails
+        }
+        b.discard(written);
+        CheckpointFiles files = new CheckpointFiles(new Path(id.storeCheckpointLocation().toString()),
+                new Configuration(), "attempts-test");
+        LoadPlan plan = LoadPlan.of(files.list(), files.dir(), 3, null, false); // throws if version 3 no longer loads
+        assertEquals(List.of("1.changelog", "2.changelog", "3.changelog"),
+                plan.files().stream().map(StateFileName::fileName).collect(java.util.stream.Collectors.toList()));
+    }
+
+    private java.nio.file.Path changelog(String name) throws IOException {
+        return Files.write(dir.resolve(name + ".changelog"), name.getBytes(StandardCharsets.UTF_8));
+    }
+}
