@@ -12,14 +12,21 @@ TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) bui
 BENCH_JAR := jvm-shim/build/libs/ttlstate-bench.jar
 BENCH_SOURCES := $(shell find jvm-shim/src/bench -name '*.java' 2>/dev/null) build.gradle
 
-.PHONY: setup deps jar demo cluster-demo test test-quick test-matrix spark-tests bench bench-smoke clean
+.PHONY: setup deps jar demo cluster-demo test-java test test-quick test-matrix spark-tests bench bench-smoke clean
 
 setup: deps jar
+
+# JUnit's console launcher, for the JVM unit tests (`make test-java`): Maven fetches it into its
+# local repository (~/.m2), where the offline gradle build finds it; the version is build.gradle's.
+JUNIT_VERSION := $(shell sed -n "s/^def junitVersion = '\([^']*\)'.*/\1/p" build.gradle)
+JUNIT_JAR := $(HOME)/.m2/repository/org/junit/platform/junit-platform-console-standalone/$(JUNIT_VERSION)/junit-platform-console-standalone-$(JUNIT_VERSION).jar
 
 # Debian's gradle (offline build against the pyspark wheel's jars) and the Python packages.
 deps:
 	@command -v gradle >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q gradle; }
 	@command -v javac >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q openjdk-17-jdk-headless; }
+	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
+	@test -f $(JUNIT_JAR) || mvn -q -B dependency:get -Dartifact=org.junit.platform:junit-platform-console-standalone:$(JUNIT_VERSION)
 	$(PYTHON) -m pip install -q -e '.[test]'
 
 jar: $(JAR) $(TESTFS_JAR)
@@ -49,10 +56,15 @@ cluster-demo: setup
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 
-test: setup
+# The JVM unit tests (JUnit 5, jvm-shim/src/junit/java: the shim's classes that need no Spark
+# session and no Python), in seconds; `make test` and `make test-quick` run them before pytest.
+test-java: deps
+	gradle --offline -q javaTest -Ppython=$(PYTHON)
+
+test: setup test-java
 	$(PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
-test-quick: setup
+test-quick: setup test-java
 	$(PYTHON) -m pytest -q $(XDIST) -m 'not slow' $(PYTEST_ARGS)
 
 # The smoke subset (pytest -m matrix) on Spark 4.0, 4.1 and 4.2, each in a venv cached under
