@@ -38,7 +38,6 @@ import pathlib
 import random
 import re
 import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -88,16 +87,6 @@ def testfs_jar() -> str:
             "(or `gradle --offline -q testfsJar`) in the ttlstate source tree.")
     return str(TESTFS_JAR)
 
-
-def run_jvm_check(main_class: str, *args: str) -> subprocess.CompletedProcess:
-    """Runs a check class of the test jar (`jvm-shim/src/test/java`: VectorCheck, LayoutCheck,
-    SortCheck, AttemptsCheck, RetentionCheck) in its own JVM with the shim jar and Spark's."""
-    import pyspark
-
-    import ttlstate
-    spark_jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")
-    return subprocess.run(["java", "-cp", os.pathsep.join([ttlstate.jar_path(), testfs_jar(), spark_jars]),
-                           main_class, *args], capture_output=True, text=True, timeout=120)
 
 def faulty(path) -> str:
     """`faulty:///abs/path` of a local path."""

@@ -445,27 +445,6 @@ def test_a_snapshot_mode_retry_deletes_the_changelog_of_an_earlier_attempt(js, t
     assert js.data(js.get_store(js.provider(root), 3)) == {("k", 0): 0, ("k", 1): 1, ("k", 2): 20}
 
 
-def test_a_failed_attempt_leaves_the_format_v1_files_of_its_version(tmp_path):
-    """A failed commit deleted the v1 changelog path it had started writing, which is every
-    attempt's: a failed speculative or zombie attempt deleted the changelog of the attempt Spark
-    committed, and that version no longer loaded (found by an audit). The JVM's check
-    (`AttemptsCheck`, in the test jar) fails its attempt before and after its upload."""
-    from checkpoint_queries import run_jvm_check
-    out = run_jvm_check("io.ttlstate.spark.checkpoint.AttemptsCheck", str(tmp_path))
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "ok upload-fails" in out.stdout and "ok fails-after-upload" in out.stdout
-
-
-def test_retention_deletes_at_most_max_versions_a_pass_and_keeps_retained_changelogs():
-    """`maxVersionsToDeletePerMaintenance` lowered keepFrom, so in changelog mode the lower
-    versions' plans reached back to their snapshots and nothing was ever deleted; and a
-    retained version's changelog went when that version also had a manifest, so its change
-    feed failed (both found by an audit). `RetentionCheck` is in the test jar."""
-    from checkpoint_queries import run_jvm_check
-    out = run_jvm_check("io.ttlstate.spark.checkpoint.RetentionCheck")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "ok max-per-pass" in out.stdout and "ok retained-changelog" in out.stdout
-
 def test_retention_deletes_unreferenced_ssts_and_keeps_every_retained_version(js, tmp_path):
     root = new_root(tmp_path)
     conf = js.store_conf(**{"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",

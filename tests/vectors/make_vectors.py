@@ -2,7 +2,8 @@
 
 Each line is `name <TAB> hex of the frame body <TAB> canonical decoding`. The canonical
 decoding is the JSON of `ttlstate.protocol.decode_request` for requests, with keys sorted
-and no spaces; the Java `VectorCheck` renders its own decoding the same way and compares.
+and no spaces; the JVM unit test `FrameVectorsTest` renders its own decoding the same way and
+compares.
 Lines named `bad-*` must be refused by both decoders.
 """
 
