@@ -160,23 +160,79 @@ def testfs_jar():
     return testfs_jar_checked()
 
 
+# Flags of every JVM the tests start (through JDK_JAVA_OPTIONS): a test JVM lives seconds to
+# minutes, and on 2 cores much of its CPU went to the C2 compiler and G1's threads. C1 alone and
+# the serial collector took test_e2e_restart.py from 158 to 97 CPU-seconds (docs/TESTING.md).
+# TTLSTATE_TEST_JVM_FLAGS replaces them (empty: the JVM's defaults, as production runs).
+TEST_JVM_FLAGS = os.environ.get("TTLSTATE_TEST_JVM_FLAGS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
+
 def pytest_configure(config):
     """One directory for the test run's temporary files, deleted afterwards, so tests leave
     nothing in /tmp: the local checkpoint cache of sessions built by `streaming.session_builder`
     (`TTLSTATE_TEST_CACHE_DIR`), and `java.io.tmpdir` of every JVM the tests start
     (`JDK_JAVA_OPTIONS`, which the `java` launcher reads): Spark's local and artifact dirs,
     lz4-java's library, ttlstate's default cache dir, which a JVM that a test kills, or a server
-    started as the README says, would otherwise leave in /tmp. Subprocesses inherit both."""
+    started as the README says, would otherwise leave in /tmp. Subprocesses inherit both, and
+    the test JVM flags (TEST_JVM_FLAGS) with them."""
     if "TTLSTATE_TEST_CACHE_DIR" not in os.environ:
         run = config._ttlstate_run_dir = tempfile.mkdtemp(prefix="ttlstate-test-")
         cache, jvm_tmp = os.path.join(run, "cache"), os.path.join(run, "jvm")
         os.mkdir(cache)
         os.mkdir(jvm_tmp)
         os.environ["TTLSTATE_TEST_CACHE_DIR"] = cache
-        os.environ["JDK_JAVA_OPTIONS"] = f"{os.environ.get('JDK_JAVA_OPTIONS', '')} -Djava.io.tmpdir={jvm_tmp}".strip()
+        os.environ["JDK_JAVA_OPTIONS"] = " ".join(filter(None, [
+            os.environ.get("JDK_JAVA_OPTIONS", ""), TEST_JVM_FLAGS, f"-Djava.io.tmpdir={jvm_tmp}"]))
 
 
 def pytest_unconfigure(config):
     path = getattr(config, "_ttlstate_run_dir", None)
     if path:
         shutil.rmtree(path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------
+# The order of files: slowest first (tests/file_times.json, written by
+# `python buildsys/test_times.py REPORT --write-schedule tests/file_times.json`). pytest-xdist's
+# `--dist loadfile` hands out files in collection order, so the long files start first and the
+# short ones fill in at the end, and the two workers finish together. A file not in the table
+# counts as slow (it starts early); the order of tests inside a file does not change.
+
+_FILE_TIMES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "file_times.json")
+
+
+def pytest_collection_modifyitems(config, items):
+    _deselect_thorough(config, items)
+    _slowest_files_first(items)
+
+
+def _deselect_thorough(config, items):
+    """Tests marked `thorough` (repetitions for confidence; a smaller test checks the same
+    claim in every run) run only with TTLSTATE_THOROUGH=1, as `make test-thorough` sets."""
+    if streaming.THOROUGH:
+        return
+    kept = [item for item in items if item.get_closest_marker("thorough") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("thorough")])
+        items[:] = kept
+
+
+def _slowest_files_first(items):
+    import json
+
+    try:
+        with open(_FILE_TIMES) as f:
+            seconds = json.load(f)
+    except (OSError, ValueError):
+        return
+    unknown = max(seconds.values(), default=0.0)
+    first_seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(item.nodeid.split("::", 1)[0], i)
+
+    def key(pair):
+        i, item = pair
+        path = item.nodeid.split("::", 1)[0]
+        return (-seconds.get(path, unknown), first_seen[path], i)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
