@@ -12,7 +12,7 @@ TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) bui
 BENCH_JAR := jvm-shim/build/libs/ttlstate-bench.jar
 BENCH_SOURCES := $(shell find jvm-shim/src/bench -name '*.java' 2>/dev/null) build.gradle
 
-.PHONY: setup deps jar demo cluster-demo test-java test test-quick test-matrix spark-tests bench bench-smoke clean
+.PHONY: setup deps jar demo cluster-demo test-java test test-quick test-thorough test-matrix spark-tests bench bench-smoke clean
 
 setup: deps jar
 
@@ -59,13 +59,19 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile
 # The JVM unit tests (JUnit 5, jvm-shim/src/junit/java: the shim's classes that need no Spark
 # session and no Python), in seconds; `make test` and `make test-quick` run them before pytest.
 test-java: deps
-	gradle --offline -q javaTest -Ppython=$(PYTHON)
+	@t0=$$(date +%s); gradle --offline -q javaTest -Ppython=$(PYTHON) && \
+		echo "test-java: passed in $$(( $$(date +%s) - t0 ))s"
 
 test: setup test-java
 	$(PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-quick: setup test-java
 	$(PYTHON) -m pytest -q $(XDIST) -m 'not slow' $(PYTEST_ARGS)
+
+# `make test` plus the repetitions for confidence: the tests marked `thorough` and the full
+# number of kill runs and executor losses (TTLSTATE_THOROUGH=1; README, "Tests").
+test-thorough: setup test-java
+	env TTLSTATE_THOROUGH=1 $(PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The smoke subset (pytest -m matrix) on Spark 4.0, 4.1 and 4.2, each in a venv cached under
 # .venvs/ (pyspark of that line + the test deps + ttlstate editable, the same jar), then on this

@@ -23,6 +23,26 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
+# `make test-thorough` (TTLSTATE_THOROUGH=1): the tests marked `thorough` run, and repeated
+# scenarios (kill runs, executor losses) run their thorough number of repetitions.
+THOROUGH = os.environ.get("TTLSTATE_THOROUGH", "") == "1"
+
+
+def repetitions(env: str, ci: int, thorough: int) -> int:
+    """How often a repeated scenario runs: `env` when set, else `thorough` under
+    TTLSTATE_THOROUGH=1, else `ci` (what `make test` and CI run)."""
+    value = os.environ.get(env)
+    if value is None:
+        return thorough if THOROUGH else ci
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{env}={value!r}: expected a whole number of runs, 1 or more")
+    return n
+
+
 PROVIDER_CLASS_KEY = "spark.sql.streaming.stateStore.providerClass"
 TTLSTATE = "io.ttlstate.spark.TtlStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"

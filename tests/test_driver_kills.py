@@ -9,8 +9,8 @@ checkpoint, until the query completes. A kill counts as mid-batch when the offse
 holds a batch the commit log does not. The sink files must equal, batch by batch, an
 undisturbed HDFS run.
 
-Mid-batch kills: `TTLSTATE_DRIVER_KILLS` (default 2, as CI runs it; the issue asks for 10
-or more).
+Mid-batch kills: `TTLSTATE_DRIVER_KILLS`; by default 1 in `make test` (and CI), 10 in
+`make test-thorough` (as the issue asked).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import streaming as st  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-KILLS = int(os.environ.get("TTLSTATE_DRIVER_KILLS", "2"))
+KILLS = st.repetitions("TTLSTATE_DRIVER_KILLS", ci=1, thorough=10)
 N_FILES = 12 + 4 * KILLS
 
 

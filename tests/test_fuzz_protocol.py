@@ -1053,5 +1053,6 @@ def test_live_worker_survives_malformed_frames(live):
 
 
 @pytest.mark.slow
+@pytest.mark.thorough  # the same claims at 2,000 frames: test_live_worker_survives_malformed_frames
 def test_live_worker_survives_100k_malformed_frames(live):
     _fuzz_live(live, malformed=100_000, threads=3, seed=2026)
