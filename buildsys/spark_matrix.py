@@ -24,6 +24,7 @@ counts and durations ends the output.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -97,13 +98,20 @@ def child_env(upgrade: pathlib.Path, require: list[str]) -> dict:
 
 
 def run_pytest(label: str, python: pathlib.Path, args: list[str], env: dict,
-               report: pathlib.Path) -> dict:
+               report: pathlib.Path, output: pathlib.Path | None = None) -> dict:
+    """One pytest run; its output goes to the terminal, or to `output` (printed when it ends)
+    when several lines run at once."""
     report.unlink(missing_ok=True)
     cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
            f"--junitxml={report}", *args]
     log(f"{label}: {' '.join(cmd[1:])}")
     t0 = time.monotonic()
-    rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    if output is None:
+        rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    else:
+        with open(output, "w") as out:
+            rc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        log(f"{label}: output\n{output.read_text(errors='replace').rstrip()}")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     if report.exists():
         suite = ET.parse(report).getroot()
@@ -126,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prepare", action="store_true",
                     help="only create or update the venvs, run no test (.ci/run does this in the "
                          "background while the full suite runs)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="earlier lines run at once (each pytest in its own process; default 1)")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     a = ap.parse_args(argv)
     if a.prepare:
@@ -144,24 +154,32 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(upgrade, ignore_errors=True)
     upgrade.mkdir(parents=True)
 
+    if a.jobs < 1:
+        ap.error(f"--jobs {a.jobs}: expected 1 or more")
     t_all = time.monotonic()
+    venv_of = {}
     results = []
-    for version in a.versions:
+    for version in a.versions:  # venvs one at a time: pip's cache is shared
         t0 = time.monotonic()
         try:
-            py = ensure_venv(version, venvs)
+            venv_of[version] = (ensure_venv(version, venvs), time.monotonic() - t0)
         except subprocess.CalledProcessError as e:
             results.append(dict(label=f"spark {version}", rc=e.returncode, ok=False,
                                 seconds=time.monotonic() - t0, tests=0, passed=0, failures=0,
                                 errors=1, skipped=0, setup=time.monotonic() - t0))
             log(f"spark {version}: setting up the venv failed: {e}")
-            continue
-        setup = time.monotonic() - t0
+
+    def run_line(version: str) -> dict:
+        py, setup = venv_of[version]
+        output = work / f"pytest-{line_of(version)}.log" if a.jobs > 1 else None
         r = run_pytest(f"spark {version}", py,
                        ["-m", "matrix", "--deselect", CONTINUE, *a.pytest_args],
-                       child_env(upgrade, []), work / f"junit-{line_of(version)}.xml")
+                       child_env(upgrade, []), work / f"junit-{line_of(version)}.xml", output)
         r["setup"] = setup
-        results.append(r)
+        return r
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        results += list(pool.map(run_line, [v for v in a.versions if v in venv_of]))
     if a.current != "none":
         require = [line_of(v) for v in a.versions]
         args = (["-m", "matrix", "--deselect", WRITE] if a.current == "smoke"
