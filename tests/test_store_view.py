@@ -7,15 +7,75 @@ against what was written, so a cache that answered wrongly fails as surely as on
 not answer.
 """
 
+import struct
+
 import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import CapturedException
 
-from jvm_state import new_root
+from jvm_state import JvmState, new_root
 from test_ttl_contract import offsets
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 JavaError = (Py4JJavaError, CapturedException)
+
+
+class _RowsFromBytes(JvmState):
+    """JvmState whose key and value rows are the UnsafeRow bytes Spark's projection makes
+    (checked against it in the `js` fixture), built here and handed to the JVM whole, and whose
+    iterators' rows are read back as bytes: the tests put, get and iterate thousands of keys,
+    and each py4j call costs CPU in both processes. A key took 7 calls (an array, its items, a
+    GenericInternalRow, the projection, a copy), a value 5, an iterated entry 8; now 2, 2 and 6.
+    The stores get byte-identical rows, so what they answer is what they answered before."""
+
+    def _unsafe_row(self, fields: int, data: bytes):
+        row = self._unsafe_row_class(fields)
+        row.pointTo(bytearray(data), len(data))
+        return row
+
+    @staticmethod
+    def key_bytes(k1: str, k2: int) -> bytes:
+        # null bits (one word); key1's (offset << 32 | size); key2 in its 8-byte word; key1's bytes padded to words
+        s = k1.encode()
+        return struct.pack("<qqi4x", 0, (24 << 32) | len(s), k2) + s + bytes(-len(s) % 8)
+
+    @staticmethod
+    def value_bytes(v: int) -> bytes:
+        return struct.pack("<qi4x", 0, v)
+
+    def key(self, k1: str, k2: int):
+        return self._unsafe_row(2, self.key_bytes(k1, k2))
+
+    def value(self, v: int):
+        return self._unsafe_row(1, self.value_bytes(v))
+
+    @staticmethod
+    def _decode_key_bytes(b: bytes) -> tuple:
+        size_offset, k2 = struct.unpack_from("<qi", b, 8)
+        offset, size = size_offset >> 32, size_offset & 0xFFFFFFFF
+        return b[offset:offset + size].decode(), k2
+
+    def pairs(self, it) -> dict:
+        out = {}
+        while it.hasNext():
+            pair = it.next()
+            value = pair.value()
+            out[self._decode_key_bytes(bytes(pair.key().getBytes()))] = (
+                None if value is None else struct.unpack_from("<i", bytes(value.getBytes()), 8)[0])
+        return out
+
+
+@pytest.fixture
+def js(spark, tmp_path):
+    s = _RowsFromBytes(spark, cache_dir=str(tmp_path / "cache"))
+    s._unsafe_row_class = s.jvm.org.apache.spark.sql.catalyst.expressions.UnsafeRow
+    plain = JvmState(spark)
+    for k1, k2 in (("k", 0), ("k", -1), ("bb", 65536), ("x" * 200, 7), ("c" * 40, 2**31 - 1), ("", 3)):
+        assert bytes(plain.key(k1, k2).getBytes()) == s.key_bytes(k1, k2) == bytes(s.key(k1, k2).getBytes())
+        assert s._decode_key_bytes(s.key_bytes(k1, k2)) == (k1, k2)
+    for v in (0, -5, 2**31 - 1):
+        assert bytes(plain.value(v).getBytes()) == s.value_bytes(v) == bytes(s.value(v).getBytes())
+    return s
 
 
 def _commit_keys(js, p, version: int, keys, value=lambda i: i):
