@@ -1,10 +1,16 @@
 """No ttlstate Python process outlives its JVM: after spark.stop(), and after SIGKILL.
 
-Each test starts a PySpark driver in a subprocess (so the shared session of the other
-tests is not touched) that runs a small ttlstate query and reports its JVM's pid. The
-test finds the store service (`python -m ttlstate.service --dir DIR`) and its worker
-processes among the JVM's descendants with psutil, then stops Spark or SIGKILLs the JVM
-and polls until they are gone.
+Each test has a PySpark driver in a subprocess (so the shared session of the other
+tests is not touched) run a small ttlstate query in a session of its own and report its
+JVM's pid. The test finds the store service (`python -m ttlstate.service --dir DIR`) and its
+worker processes among the JVM's descendants with psutil, then stops Spark or SIGKILLs the
+JVM and polls until they are gone.
+
+A driver (its Python and its JVM) serves the tests in turn while its JVM lives (`drivers`):
+each test's query runs in a new SparkContext with that test's configuration (after
+spark.stop(), as a PySpark program may do), so its store service is a new one. Starting a
+driver and its JVM took most of each test's CPU time; the SIGKILL ends the first driver,
+the tests of broken installs share the second.
 """
 
 from __future__ import annotations
@@ -34,21 +40,44 @@ DRIVER = textwrap.dedent("""
     import json, pathlib, sys
     sys.path.insert(0, sys.argv[1])
     import streaming as st
+    import ttlstate
 
     root = pathlib.Path(sys.argv[2])
-    spark = st.build_session("ttlstate-lifecycle", warehouse=str(root / "warehouse"))
-    st.write_files(root / "events", st.generate_events(3, 20, seed=5))
-    res = st.run_query(spark, st.TTLSTATE, st.agg_by_key, "update", root / "events",
-                       root / "checkpoint")
-    st.assert_provider_served(res, st.TTLSTATE)
-    jvm = spark.sparkContext._jvm
-    pid = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
-    print(json.dumps({"event": "ran", "jvm_pid": int(pid), "rows": len(res.rows)}), flush=True)
+    spark, runs = None, 0
+    # `run` builds a session (a new SparkContext if an earlier one was stopped) and runs a
+    # small ttlstate query in it; `run PYTHON` has the store service started with PYTHON
+    # (spark.pyspark.python) and reports the query's failure.
     for line in sys.stdin:
-        if line.strip() == "stop":
+        command, _, python = line.strip().partition(" ")
+        if command == "run":
+            runs += 1
+            work = root / f"run{runs}"
+            if spark is not None:
+                spark.stop()
+            builder = st.session_builder("ttlstate-lifecycle", warehouse=str(work / "warehouse"))
+            if python:
+                builder = builder.config("spark.pyspark.python", python)
+            spark = ttlstate.configure(builder).getOrCreate()
+            spark.sparkContext.setLogLevel("WARN")
+            jvm = spark.sparkContext._jvm
+            pid = int(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid())
+            print(json.dumps({"event": "started", "jvm_pid": pid}), flush=True)
+            if python:
+                st.write_files(work / "events", st.generate_events(2, 10, seed=5))
+            else:
+                st.write_files(work / "events", st.generate_events(3, 20, seed=5))
+            try:
+                res = st.run_query(spark, st.TTLSTATE, st.agg_by_key, "update", work / "events",
+                                   work / "checkpoint")
+                st.assert_provider_served(res, st.TTLSTATE)
+                print(json.dumps({"event": "ran", "jvm_pid": pid, "rows": len(res.rows)}), flush=True)
+            except Exception as e:  # noqa: BLE001
+                print(json.dumps({"event": "failed", "error": str(e)}), flush=True)
+        elif command == "stop":
             spark.stop()
+            spark = None
             print(json.dumps({"event": "stopped"}), flush=True)
-        elif line.strip() == "exit":
+        elif command == "exit":
             break
 """)
 
@@ -57,6 +86,7 @@ class Driver:
     """The driver subprocess, its stdout events, and every process it led to."""
 
     def __init__(self, tmp_path, script: str = DRIVER, env: dict | None = None):
+        self.jvm: psutil.Process | None = None  # once a run reported it
         self.log = tmp_path / "driver.log"
         self._log_file = open(self.log, "wb")
         self.proc = subprocess.Popen(
@@ -86,7 +116,7 @@ class Driver:
                 ev = {"event": "timeout"}
             if ev["event"] == event:
                 return ev
-            if ev["event"] in ("eof", "timeout") or time.monotonic() > deadline:
+            if ev["event"] in ("eof", "timeout", "failed") or time.monotonic() > deadline:
                 pytest.fail(f"driver: expected {event!r}, got {ev}; exit code "
                             f"{self.proc.poll()}; log tail:\n{self.log_tail()}")
 
@@ -169,13 +199,52 @@ def describe(procs) -> str:
     return "; ".join(f"pid {p.pid}: {' '.join(cmdline(p))}" for p in procs)
 
 
-def start_and_find_service(tmp_path):
-    """Starts the driver; returns it, the JVM, the service's processes and its dir."""
-    driver = Driver(tmp_path)
-    ran = driver.expect("ran")
-    assert ran["rows"] > 0
-    jvm = psutil.Process(ran["jvm_pid"])
+class Drivers:
+    """Hands out a driver: the same one while its process and its JVM live, else a new one."""
+
+    def __init__(self, root):
+        self.root, self.count, self.current = root, 0, None
+
+    def get(self) -> Driver:
+        d = self.current
+        if d is not None and (d.proc.poll() is not None or (d.jvm is not None and not alive(d.jvm))):
+            self.discard()
+        if self.current is None:
+            self.count += 1
+            work = self.root / f"driver{self.count}"
+            work.mkdir()
+            self.current = Driver(work)
+        return self.current
+
+    def discard(self):
+        """Ends the current driver (after its JVM was killed, or a test failed with it)."""
+        if self.current is not None:
+            d, self.current = self.current, None
+            d.close()
+
+
+@pytest.fixture(scope="module")
+def drivers(tmp_path_factory):
+    pool = Drivers(tmp_path_factory.mktemp("lifecycle"))
+    yield pool
+    pool.discard()
+
+
+def run_in_driver(driver: Driver, python: str = "") -> psutil.Process:
+    """Has the driver run its query in a new session; returns its JVM (remembered)."""
+    driver.send(f"run {python}".strip())
+    jvm = psutil.Process(driver.expect("started")["jvm_pid"])
+    assert driver.jvm is None or driver.jvm.pid == jvm.pid, (driver.jvm, jvm)
+    driver.jvm = jvm
     driver.remember([jvm])
+    return jvm
+
+
+def start_and_find_service(driver: Driver):
+    """Runs the driver's query; returns the JVM, the service's processes and its dir."""
+    jvm = run_in_driver(driver)
+    ran = driver.expect("ran")
+    assert ran["rows"] > 0 and ran["jvm_pid"] == jvm.pid
     # The JVM is the `java` that py4j started under the driver subprocess.
     javas = [p for p in psutil.Process(driver.proc.pid).children(recursive=True)
              if p.name() == "java"]
@@ -192,12 +261,14 @@ def start_and_find_service(tmp_path):
     assert os.path.basename(d).startswith("ttlstate-"), d
     mode = stat.S_IMODE(os.stat(d).st_mode)
     assert mode == 0o700, f"service dir {d} has mode {oct(mode)}, expected 0o700"
-    return driver, jvm, procs, d
+    return jvm, procs, d
 
 
-def test_no_ttlstate_process_after_spark_stop(ttlstate_jar, tmp_path):
-    driver, jvm, procs, d = start_and_find_service(tmp_path)
+def test_no_ttlstate_process_after_spark_stop(ttlstate_jar, drivers):
+    driver = drivers.get()
+    ok = False
     try:
+        jvm, procs, d = start_and_find_service(driver)
         driver.send("stop")
         driver.expect("stopped", timeout=120)
         left, dirs_left = wait_until_gone(procs, [d])
@@ -206,14 +277,16 @@ def test_no_ttlstate_process_after_spark_stop(ttlstate_jar, tmp_path):
                           f"spark.stop(): {describe(left)}")
         assert not ttlstate_processes_of(jvm), describe(ttlstate_processes_of(jvm))
         assert not dirs_left, f"the service dir {d} still exists after spark.stop()"
-        driver.send("exit")
+        ok = True
     finally:
-        driver.close()
+        if not ok:
+            drivers.discard()
 
 
-def test_no_ttlstate_process_after_jvm_sigkill(ttlstate_jar, tmp_path):
-    driver, jvm, procs, d = start_and_find_service(tmp_path)
+def test_no_ttlstate_process_after_jvm_sigkill(ttlstate_jar, drivers):
+    driver = drivers.get()
     try:
+        jvm, procs, d = start_and_find_service(driver)
         os.kill(jvm.pid, signal.SIGKILL)
         left, dirs_left = wait_until_gone(procs, [d])
         assert not alive(jvm)
@@ -223,29 +296,8 @@ def test_no_ttlstate_process_after_jvm_sigkill(ttlstate_jar, tmp_path):
         assert not orphans, describe(orphans)
         assert not dirs_left, f"the service dir {d} still exists after the JVM was killed"
     finally:
-        driver.close()
+        drivers.discard()
 
-
-BROKEN_INSTALL_DRIVER = textwrap.dedent("""
-    import json, pathlib, sys
-    sys.path.insert(0, sys.argv[1])
-    import streaming as st
-
-    root = pathlib.Path(sys.argv[2])
-    spark = st.build_session("ttlstate-broken-install", warehouse=str(root / "warehouse"))
-    jvm = spark.sparkContext._jvm
-    pid = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
-    print(json.dumps({"event": "started", "jvm_pid": int(pid)}), flush=True)
-    st.write_files(root / "events", st.generate_events(2, 10, seed=5))
-    try:
-        st.run_query(spark, st.TTLSTATE, st.agg_by_key, "update", root / "events", root / "checkpoint")
-        print(json.dumps({"event": "ran"}), flush=True)
-    except Exception as e:  # noqa: BLE001
-        print(json.dumps({"event": "failed", "error": str(e)}), flush=True)
-    for line in sys.stdin:
-        if line.strip() == "exit":
-            break
-""")
 
 # The store service's interpreter with its workers broken (service_client.BROKEN_WORKER_SETUPS).
 BROKEN_PYTHON = """#!/bin/sh
@@ -260,21 +312,23 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("broken", sorted(BROKEN))
-def test_a_store_service_that_cannot_start_its_workers_fails_the_query(ttlstate_jar, tmp_path, broken):
+def test_a_store_service_that_cannot_start_its_workers_fails_the_query(ttlstate_jar, tmp_path, broken, drivers):
     """The query fails with the service's own error, and no ttlstate process is left: before,
     its workers died at import or start and were restarted for as long as the JVM waited for a
-    HELLO reply (the query's workerTimeout, 10 minutes by default)."""
+    HELLO reply (the query's workerTimeout, 10 minutes by default). The session's
+    spark.pyspark.python names the broken interpreter (the shim starts the service with it)."""
     python = tmp_path / "python-with-broken-workers"
     python.write_text(BROKEN_PYTHON.format(python=sys.executable, code=service_code(BROKEN_WORKER_SETUPS[broken])))
     python.chmod(0o755)
-    driver = Driver(tmp_path, BROKEN_INSTALL_DRIVER, env={"PYSPARK_PYTHON": str(python)})
+    driver = drivers.get()
+    ok = False
     try:
-        jvm = psutil.Process(driver.expect("started")["jvm_pid"])
-        driver.remember([jvm])
+        jvm = run_in_driver(driver, str(python))
         failed = driver.expect("failed", timeout=180)
         for text in BROKEN[broken]:
             assert text in failed["error"], (text, failed["error"][-3000:])
         assert not wait_until_gone(ttlstate_processes_of(jvm), [])[0], describe(ttlstate_processes_of(jvm))
-        driver.send("exit")
+        ok = True
     finally:
-        driver.close()
+        if not ok:
+            drivers.discard()
