@@ -22,8 +22,12 @@ Steps (dicts, `"do"` names the kind):
 - `read_state`: the aggregation state of given batch ids through Spark's `statestore` data
   source (a new provider instance per read, each with an empty local cache directory).
 - `rmtree`: deletes a directory (the local cache) between steps.
+- `copytree`: copies a directory (a checkpoint) between steps.
+- `parallel`: runs its `steps` at once, each in a thread (independent queries in one JVM).
 - `write_batches`: adds input files (batches `start..stop-1`) between runs.
 - `sleep`: gives background maintenance time between steps.
+- `wait_unloaded`: waits until no store of a checkpoint is loaded in the JVM any more (a
+  stopped query's stores are unloaded, after their last maintenance, by Spark's maintenance).
 - `list_stores`: the files (and sizes) of a checkpoint's store directories at that moment.
 - `call`: calls a function of this module with the session (the FileSystem self-test).
 """
@@ -39,6 +43,7 @@ import random
 import re
 import shutil
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -580,6 +585,11 @@ def _fs_counts(fs, regexes: dict[str, str]) -> dict:
     return out
 
 
+# a query takes the session's SQL confs when it starts: queries started by `parallel` steps
+# set theirs and start one at a time
+_START_LOCK = threading.Lock()
+
+
 def _step_run(spark, step: dict) -> dict:
     """A query run; see the module docstring."""
     fs = fs_class(spark)
@@ -598,7 +608,7 @@ def _step_run(spark, step: dict) -> dict:
     error = trace = None
     query = None
     try:
-        with st.session_confs(spark, confs):
+        with _START_LOCK, st.session_confs(spark, confs):  # `parallel` runs: one conf set at a time
             df = build_df(*[st.read_events(spark, d) for d in step["inputs"]])
             query = (df.writeStream.outputMode(mode)
                      .option("checkpointLocation", step["checkpoint"])
@@ -689,6 +699,12 @@ def _step_rmtree(spark, step: dict) -> dict:
     return {"do": "rmtree", "existed": existed}
 
 
+def _step_copytree(spark, step: dict) -> dict:
+    """Copies a directory (a stopped query's checkpoint) to a new place."""
+    shutil.copytree(step["src"], step["dst"])
+    return {"do": "copytree"}
+
+
 def _step_write_batches(spark, step: dict) -> dict:
     batches = [[tuple(r) for r in b] for b in step["batches"]]
     write_batches(step["dir"], batches, int(step.get("start", 0)), step.get("stop"))
@@ -708,6 +724,91 @@ def _step_sleep(spark, step: dict) -> dict:
     return {"do": "sleep"}
 
 
+# the private members of Spark's `StateStore` object that hold providers: loaded ones; unloaded
+# ones waiting for their last maintenance and close (Spark 4.1+); ones a maintenance pass is
+# working on (claims, 4.1+)
+_HELD_PROVIDERS = ("loadedProviders", "unloadedProvidersToClose", "snapshotPartitions",
+                   "cleanupPartitions")
+
+
+def loaded_store_ids(spark) -> list[str] | None:
+    """`<checkpointRootLocation> <operator> <partition> <storeName>` of every provider Spark's
+    `StateStore` holds now (`_HELD_PROVIDERS`, read by reflection: they are private); None if
+    this Spark has none of those members."""
+    from py4j.protocol import Py4JJavaError
+
+    obj = st.state_store(spark)
+    out, found = [], False
+    for field in _HELD_PROVIDERS:
+        try:
+            f = obj.getClass().getDeclaredField(field)
+        except Py4JJavaError:  # not in this Spark version
+            continue
+        found = True
+        f.setAccessible(True)
+        held = f.get(obj)
+        items = held.keysIterator() if field == "loadedProviders" else held.iterator()
+        while items.hasNext():
+            pid = items.next()
+            if field == "unloadedProvidersToClose":
+                pid = pid._1()
+            sid = pid.storeId()
+            out.append(f"{sid.checkpointRootLocation()} {sid.operatorId()} {sid.partitionId()} "
+                       f"{sid.storeName()}")
+    return out if found else None
+
+
+def _step_wait_unloaded(spark, step: dict) -> dict:
+    """Waits (polling, instead of a fixed sleep) until Spark holds no provider of the
+    checkpoint any more: the stores of a stopped query stay loaded until a maintenance pass
+    runs their last maintenance, unloads and closes them. Then waits `after_s` more. Never
+    fails: `unloaded` says if it happened in `timeout_s`. Where Spark's members cannot be
+    read, sleeps `fallback_s` instead."""
+    where = str(local_path(step["checkpoint"])) + "/"
+    deadline = time.monotonic() + float(step.get("timeout_s", 60))
+    while True:
+        try:
+            ids = loaded_store_ids(spark)
+        except Exception:  # noqa: BLE001 - a map changed while reading it: look again
+            ids = [where]
+        if ids is None:
+            time.sleep(float(step.get("fallback_s", 4)))
+            return {"do": "wait_unloaded", "unloaded": None}
+        held = any(where in location for location in ids)
+        if not held or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    time.sleep(float(step.get("after_s", 0)))
+    return {"do": "wait_unloaded", "unloaded": not held}
+
+
+def _step_parallel(spark, step: dict) -> dict:
+    """Runs `steps` at once, each in a thread of its own (independent queries in one JVM:
+    separate checkpoints; `run` steps there should set `reset_fs` false, as the counters of
+    the test FileSystem are JVM-wide); `results` in the order of `steps`."""
+    results: list = [None] * len(step["steps"])
+
+    def one(i, sub):
+        try:
+            results[i] = STEPS[sub["do"]](spark, sub)
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            results[i] = {"do": sub["do"], "step_error": f"{type(e).__name__}: {e}",
+                          "traceback": traceback.format_exc()}
+
+    threads = [threading.Thread(target=one, args=(i, sub), daemon=True)
+               for i, sub in enumerate(step["steps"])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [r["step_error"] for r in results if "step_error" in r]
+    out = {"do": "parallel", "results": results}
+    if errors:
+        out["step_error"] = "; ".join(errors)
+        out["traceback"] = "\n".join(r.get("traceback", "") for r in results if "step_error" in r)
+    return out
+
+
 def _step_call(spark, step: dict) -> dict:
     fn = globals()[step["fn"]]
     return {"do": "call", "value": fn(spark, **step.get("args", {}))}
@@ -715,7 +816,8 @@ def _step_call(spark, step: dict) -> dict:
 
 STEPS = {"run": _step_run, "read_state": _step_read_state, "rmtree": _step_rmtree,
          "write_batches": _step_write_batches, "list_stores": _step_list_stores,
-         "sleep": _step_sleep, "call": _step_call}
+         "sleep": _step_sleep, "call": _step_call, "wait_unloaded": _step_wait_unloaded,
+         "copytree": _step_copytree, "parallel": _step_parallel}
 
 
 def step_errors(result: dict) -> list[str]:
