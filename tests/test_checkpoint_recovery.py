@@ -9,8 +9,8 @@ download: the first batch downloads exactly the bytes of the files loading its v
 needs (newest manifest at or below it, its SSTs, the changelogs after it), and the rows
 still equal the exact model. (`ttlstateReusedFiles` also counts the SSTs a snapshot did not
 upload, so it is not 0 in a snapshot-mode batch even with an empty cache.) Four runs on one `faulty:` checkpoint and one cache directory, four batches each:
-A and B in one subprocess JVM, C in a second one, D in a third that first deletes the
-cache (no JVM holds the stores then: see `recovery_runs`); once in `changelog` mode
+A and B in one subprocess JVM, C in a second one, D later in the second one, once it holds
+no store of the checkpoint any more and the cache is deleted (see `recovery_runs`); once in `changelog` mode
 (snapshots from maintenance every 2 changelogs), once in `snapshot`.
 
 Mode switch: `changelog` -> `snapshot` -> `changelog` across restarts of one checkpoint
@@ -41,10 +41,13 @@ def _span(i):
 
 @pytest.fixture(scope="module")
 def recovery_runs(testfs_jar, tmp_path_factory):
-    """Per mode: runs A, B (JVM 1), C (JVM 2), the cache deleted, D (JVM 3). The cache is
+    """Per mode: runs A, B (JVM 1), C (JVM 2), the cache deleted, D (JVM 2, after both
+    modes' C: it was a third JVM, whose start cost more than the wait). The cache is
     deleted only when no JVM holds a provider of the checkpoint: a stopped query's stores
     stay loaded until maintenance unloads them, and that last maintenance may put files
-    back into the cache (seen: manifests and SSTs reappeared a second after deleting it)."""
+    back into the cache (seen: manifests and SSTs reappeared a second after deleting it), so
+    JVM 2 first waits until Spark holds no store of the checkpoint (`wait_unloaded`: none
+    loaded, none waiting for its last maintenance or close, none in a maintenance pass)."""
     root = tmp_path_factory.mktemp("recovery")
     jvms: list[list[dict]] = [[], [], []]
     where: dict[str, dict[str, tuple[int, int]]] = {m: {} for m in MODES}
@@ -66,11 +69,25 @@ def recovery_runs(testfs_jar, tmp_path_factory):
         add(0, 0, "A")
         add(0, 1, "B")
         add(1, 2, "C")
-        where[mode]["rmtree"] = (2, len(jvms[2]))
-        jvms[2].append(dict(do="rmtree", path=str(cache)))
-        where[mode]["listing"] = (2, len(jvms[2]))
-        jvms[2].append(dict(do="list_stores", checkpoint=cq.faulty(ck)))
-        add(2, 3, "D")
+    for mode in MODES:  # D after both C runs, in the JVM of C (see the fixture's docstring)
+        d = root / mode
+        ck, cache, inputs = d / "ck", d / "cache", d / "in"
+        store_rx = re.escape(str(ck)) + cq.STORE_FILES_REGEX
+        run = dict(do="run", query="sum_by_key", inputs=[str(inputs)], checkpoint=cq.faulty(ck),
+                   confs={cq.MODE: mode, cq.CACHE_DIR: str(cache), cq.MIN_DELTAS: "2"},
+                   count={"store": store_rx})
+        where[mode]["unloaded"] = (1, len(jvms[1]))
+        jvms[1].append(dict(do="wait_unloaded", checkpoint=cq.faulty(ck), timeout_s=120,
+                            after_s=1))
+        where[mode]["rmtree"] = (1, len(jvms[1]))
+        jvms[1].append(dict(do="rmtree", path=str(cache)))
+        where[mode]["listing"] = (1, len(jvms[1]))
+        jvms[1].append(dict(do="list_stores", checkpoint=cq.faulty(ck)))
+        lo, hi = _span(3)
+        jvms[1].append(dict(do="write_batches", dir=str(inputs), batches=BATCHES, start=lo, stop=hi))
+        where[mode]["D"] = (1, len(jvms[1]))
+        jvms[1].append(dict(run, name=f"{mode}_D"))
+    jvms = jvms[:2]
     confs = {cq.MAINTENANCE_INTERVAL: "1s"}
     results = [cq.check_steps(cq.run_subprocess({"tag": f"recovery-{i + 1}", "steps": steps,
                                                  "session_confs": confs}, root / "work"))
@@ -79,7 +96,8 @@ def recovery_runs(testfs_jar, tmp_path_factory):
     for mode in MODES:
         get = {name: results[j][k] for name, (j, k) in where[mode].items()}
         out[mode] = (cq.Run(get["A"]), cq.Run(get["B"]), cq.Run(get["C"]),
-                     dict(get["rmtree"], listing=get["listing"]["store_files"], ck=root / mode / "ck"),
+                     dict(get["rmtree"], listing=get["listing"]["store_files"], ck=root / mode / "ck",
+                          unloaded=get["unloaded"]["unloaded"]),
                      cq.Run(get["D"]))
     return out
 
@@ -115,6 +133,8 @@ def test_deleted_local_files_are_downloaded_with_identical_results(recovery_runs
     for r in (a, b, c, d):
         r.check()
     assert removed["existed"], f"{mode}: the local cache directory was never created"
+    assert removed["unloaded"] is not False, (
+        f"{mode}: Spark still held a store of the checkpoint when the cache was deleted")
     first = _first_batch(d, 3 * PER_RUN)
     downloaded = d.metric(first, cq.DOWNLOADED)
     assert downloaded is not None and downloaded > 0, (
