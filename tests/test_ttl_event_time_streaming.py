@@ -314,22 +314,35 @@ def test_the_compaction_filter_never_drops_entries_live_in_event_time(tmp_path):
     variants = {"event": {**filter_on, tq.key("timeCharacteristic"): "EventTime"},
                 "batch": {**filter_on, tq.key("timeCharacteristic"): "BatchTimestamp"}}
 
-    def run_once(tag, lag_sleeps):
-        spec = {"tag": tag,
+    def spec(tag, lag_sleeps):
+        return {"tag": tag,
                 "session_confs": {tq.MAINTENANCE_INTERVAL: "1s", tq.MIN_DELTAS_FOR_SNAPSHOT: "1"},
                 "queries": [dict(name=f"et_compaction_{name}", query="dedup_key_wm", inputs=[str(src)],
                                  checkpoint=str(tmp_path / f"ck-{name}"), confs=confs,
                                  lag_sleeps=lag_sleeps)
                             for name, confs in variants.items()]}
-        rc, outcomes, _, log = tq.run_subprocess(spec, tmp_path)
+
+    def outcomes_of(tag, rc, outcomes, _, log):
         if rc != 0 or outcomes is None:
             pytest.fail(f"run {tag} failed (rc {rc}); log {log}:\n{log.read_text()[-6000:]}",
                         pytrace=False)
         return [outcomes[f"et_compaction_{n}"].check() for n in ("event", "batch")]
 
-    event1, _ = run_once("run1", {})
-    tq.write_event_batches(src, batches, 2)
-    event, batch = run_once("run2", {2: 10})
+    # Run 2's process starts now and builds its session while run 1 runs (their JVMs' start-ups
+    # overlap: wall time); it starts its queries only once `go` exists, after run 1 ended and
+    # batches 2-3 were written, so it still loads in a new process what run 1 left.
+    go = tmp_path / "run2.go"
+    proc2, finish2 = tq.run_subprocess({**spec("run2", {2: 10}), "start_file": str(go)}, tmp_path,
+                                       wait=False)
+    try:
+        event1, _ = outcomes_of("run1", *tq.run_subprocess(spec("run1", {}), tmp_path))
+        tq.write_event_batches(src, batches, 2)
+        go.write_text("go")
+    finally:
+        if not go.exists():
+            proc2.kill()
+            finish2()
+    event, batch = outcomes_of("run2", *finish2())
     assert batch.metric_sum("ttlstateExpiredByCompaction") > 0, "the control: the filter ran"
     all_keys = sorted((k, v) for k, v, _ in keys)
     assert {**event1.batches, **event.batches} == {0: all_keys, 1: [], 2: [], 3: []}
