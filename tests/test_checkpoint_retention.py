@@ -9,7 +9,7 @@ manifests reference (read with `ttlstate.manifest.read`).
 The test counts the files against that set. Two runs: the default `changelog` mode on
 `file:` (snapshots come from maintenance every 3 changelogs, so the base is whatever
 maintenance wrote) and `snapshot` mode on the test FileSystem `faulty:` (every commit writes
-a manifest: the base is version 46 exactly). Both run in one subprocess JVM with a 1 s
+a manifest: the base is version 46 exactly). Both run at once in one subprocess JVM with a 1 s
 maintenance interval; after each run the test waits until maintenance (which Spark also runs
 once more when it unloads a stopped query's stores) has converged.
 
@@ -52,14 +52,19 @@ def retention_runs(testfs_jar, tmp_path_factory):
                                 # every stale version goes at once (Spark's default 0.3 would keep
                                 # up to round(0.3 x 5) = 2 stale ones: test_maintenance_limits.py)
                                 cq.RATIO_EXTRA_SPACE: "0"},
-                         count={"store": cq.STORE_FILES_REGEX},
+                         count={"store": cq.STORE_FILES_REGEX}, reset_fs=False,
                          settle={"min_batches": RETAIN, "timeout_s": 120}))
         reads.append(dict(do="read_state", checkpoint=ck, cache_root=str(root / name / "reads"),
                           batch_ids=list(range(N_BATCHES - RETAIN, N_BATCHES))))
-    written = cq.run_subprocess({"tag": "retention-write", "steps": runs,
+    # the two runs are independent (own checkpoints, inputs only read): they run at once in
+    # the JVM, which fills both cores while each query's driver works on its next batch (the
+    # test FileSystem's counters are not reset: the JVM is new, and only the `faulty:` run's
+    # store files go through it)
+    written = cq.run_subprocess({"tag": "retention-write",
+                                 "steps": [dict(do="parallel", steps=runs)],
                                  "session_confs": {cq.MAINTENANCE_INTERVAL: "1s"}},
                                 root / "work", timeout_s=2400)
-    steps = cq.check_steps(written)
+    steps = cq.check_steps(written)[0]["results"]
     # the checkpoints as the writing JVM left them, before anything else touches them
     reports = {name: cq.retention_reports(r["checkpoint"], RETAIN)
                for name, r in zip(CASES, steps)}
