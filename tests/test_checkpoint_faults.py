@@ -64,10 +64,11 @@ def _case_steps(name: str, root: pathlib.Path) -> list[dict]:
         dict(do="write_batches", dir=str(inputs), batches=BATCHES, start=FIRST, stop=TOTAL),
         dict(run, name=f"{name}_failing", faults=[[control, store_rx + regex, 1]]),
         # the stores of the failed query stay loaded until maintenance unloads them, and
-        # their last maintenance may snapshot the losing attempt of version 4: give it time
-        # (in v2 its files then sit beside the committed lineage; retention must keep the
-        # lineage whole)
-        dict(do="sleep", s=4),
+        # their last maintenance may snapshot the losing attempt of version 4: wait until
+        # Spark holds none of them any more (polled; it was a fixed 4-s sleep, which at a 1-s
+        # maintenance interval waited for the same) (in v2 its files then sit beside the
+        # committed lineage; retention must keep the lineage whole)
+        dict(do="wait_unloaded", checkpoint=cq.faulty(ck), timeout_s=60, after_s=0.5),
         dict(run, name=f"{name}_rerun",
              settle={"min_batches": RETAIN, "timeout_s": 90} if mode == "snapshot" else None),
     ]
@@ -146,6 +147,10 @@ def test_fault(fault_outcomes, case):
     for v in range(FIRST - RETAIN + 1, FIRST + 1):  # the retained versions before it are intact
         assert any(int(re.match(r"\d+", f).group()) == v for f in visible), (
             f"{case}: version {v} has no manifest or changelog in store {store}: {visible}")
+
+    # the re-run started once Spark held none of the failed query's stores any more
+    assert steps[4].get("unloaded") is not False, (
+        f"{case}: the failed query's stores were still loaded 60 s after it ended")
 
     # the re-run succeeds with the rows of an undisturbed run
     rerun.check()
