@@ -206,6 +206,31 @@ def _files(seed: int, n_files: int = 9, n_keys: int = 40):
 
 def run_phase(spark, provider, build, mode, inputs, checkpoint, confs=None, name="q"):
     """Runs the query on what its inputs hold (Trigger.AvailableNow); {batch: sorted rows}."""
+    return start_phase(spark, provider, build, mode, inputs, checkpoint, confs, name)()
+
+
+def run_phases_side_by_side(spark, *phases):
+    """`run_phase` of each (a tuple of its arguments after `spark`), the queries running at
+    once (each on its own checkpoint); their outputs in order. Every query is waited for
+    before the first failure is raised."""
+    waits, outs, failure = [], [], None
+    for args in phases:
+        try:
+            waits.append(start_phase(spark, *args))
+        except Exception as e:  # noqa: BLE001 - raised once the others ended
+            failure = failure or e
+    for wait in waits:
+        try:
+            outs.append(wait())
+        except Exception as e:  # noqa: BLE001
+            failure = failure or e
+    if failure is not None:
+        raise failure
+    return outs
+
+
+def start_phase(spark, provider, build, mode, inputs, checkpoint, confs=None, name="q"):
+    """Starts `run_phase`'s query; returns the function that waits for it and gives its output."""
     out = {}
 
     def on_batch(df, batch_id):
@@ -215,13 +240,16 @@ def run_phase(spark, provider, build, mode, inputs, checkpoint, confs=None, name
         df = build(*[st.read_events(spark, d) for d in inputs])
         q = (df.writeStream.outputMode(mode).option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).foreachBatch(on_batch).start())
-    try:
-        assert q.awaitTermination(300), f"{name}: no end in 300 s"
-    finally:
-        q.stop()
-    if q.exception() is not None:
-        raise AssertionError(f"{name} failed: {q.exception()}")
-    return out
+
+    def wait():
+        try:
+            assert q.awaitTermination(300), f"{name}: no end in 300 s"
+        finally:
+            q.stop()
+        if q.exception() is not None:
+            raise AssertionError(f"{name} failed: {q.exception()}")
+        return out
+    return wait
 
 
 def _offset_conf(checkpoint, batch):
@@ -253,9 +281,14 @@ def _all_entries(checkpoint, version=None):
             for k, v, ts in loaded.entries()}
 
 
-def _keys_by_partition(checkpoint):
-    """{(operator, store, partition): keys} of the partitions in use."""
-    return {(op, sd.name, sd.partition): loaded.store.num_keys for op, sd, loaded in _loaded_stores(checkpoint)}
+def _entries_and_keys_by_partition(checkpoint):
+    """`_all_entries` of the checkpoint and {(operator, store, partition): keys} of the
+    partitions in use, from one load of its stores."""
+    entries, keys = {}, {}
+    for op, sd, loaded in _loaded_stores(checkpoint):
+        keys[op, sd.name, sd.partition] = loaded.store.num_keys
+        entries.update({(op, sd.name, k): (v, ts) for k, v, ts in loaded.entries()})
+    return entries, keys
 
 
 @pytest.mark.slow
@@ -265,12 +298,14 @@ def test_rescale_4_8_3_equals_an_undisturbed_run(spark, tmp_path, query):
     files = [_files(seed) for seed in range(n_inputs)]
     inputs = [tmp_path / f"in{i}" for i in range(n_inputs)]
     ck, ref = tmp_path / "ck", tmp_path / "ref"
-    got, expected = [], []
+    got, expected, left = [], [], {}
     for phase, (a, b, n) in enumerate(PHASES):
         for d, fs in zip(inputs, files):
             st.write_files(d, fs, a, b)
         if phase:
-            before = _all_entries(ck)
+            # the state the last phase left: loaded once after it ran (below), the stopped
+            # checkpoint unchanged since
+            before = left
             r = _cli("repartition", ck, "--partitions", n, "--json")
             assert r.returncode == 0, r.stderr
             doc = json.loads(r.stdout)
@@ -282,11 +317,16 @@ def test_rescale_4_8_3_equals_an_undisturbed_run(spark, tmp_path, query):
             after = _all_entries(ck)
             assert after == before and len(after) > 0
             # and each where Spark's hash partitioning on n puts it: the query reads them back
-        got.append(run_phase(spark, st.TTLSTATE, build, mode, inputs, ck, {SHUFFLE: "4"}, query))
-        expected.append(run_phase(spark, st.HDFS, build, mode, inputs, ref, {SHUFFLE: "4"}, query + "-ref"))
+        # the query and its undisturbed reference (its own checkpoint) run side by side
+        g, e = run_phases_side_by_side(
+            spark, (st.TTLSTATE, build, mode, inputs, ck, {SHUFFLE: "4"}, query),
+            (st.HDFS, build, mode, inputs, ref, {SHUFFLE: "4"}, query + "-ref"))
+        got.append(g)
+        expected.append(e)
         last = max(int(p.name) for p in (ck / "commits").iterdir() if p.name.isdigit())
         assert _offset_conf(ck, last)[SHUFFLE] == str(n)  # the restarted query ran on n
-        parts = {p for (_, _, p), keys in _keys_by_partition(ck).items() if keys}
+        left, keys_by_partition = _entries_and_keys_by_partition(ck)
+        parts = {p for (_, _, p), keys in keys_by_partition.items() if keys}
         assert parts <= set(range(n)) and len(parts) >= min(n, 3), parts  # spread over the new count
     for phase, (g, e) in enumerate(zip(got, expected)):
         g_rows = [rows for rows in g.values() if rows]
@@ -317,7 +357,11 @@ def test_rescale_keeps_ttl_timestamps_and_expiry(spark, tmp_path):
     for phase, (a, b, n) in enumerate(TTL_PHASES):
         st.write_files(inp, _ttl_files(), a, b)
         if phase:
-            time.sleep(TTL_MS / 1000 + 1.5)  # what the last phase wrote and the next does not touch expires
+            # what the last phase wrote and the next does not touch expires: the next batch's
+            # clock (its start) is past the last batch's clock + TTL (polled, not a fixed sleep)
+            expires_ms = max(tq.batch_timestamps(ck).values()) + TTL_MS + 500
+            while time.time() * 1000 < expires_ms:
+                time.sleep(0.1)
             before = _all_entries(ck)
             assert any(ts is not None for _, ts in before.values())
             r = _cli("repartition", ck, "--partitions", n)
@@ -342,13 +386,14 @@ def agg_checkpoint(tmp_path_factory, _session_holder):
     spark = _session_holder.get()
     root = tmp_path_factory.mktemp("repart-refusals")
     st.write_files(root / "in", _files(0), 0, 3)
-    run_phase(spark, st.TTLSTATE, _agg, "update", [root / "in"], root / "agg", {SHUFFLE: "4"})
-    run_phase(spark, st.HDFS, _agg, "update", [root / "in"], root / "hdfs", {SHUFFLE: "4"})
 
     def limit(df):
         return df.limit(5)
 
-    run_phase(spark, st.TTLSTATE, limit, "append", [root / "in"], root / "limit", {SHUFFLE: "4"})
+    run_phases_side_by_side(  # three checkpoints of their own: the queries run at once
+        spark, (st.TTLSTATE, _agg, "update", [root / "in"], root / "agg", {SHUFFLE: "4"}),
+        (st.HDFS, _agg, "update", [root / "in"], root / "hdfs", {SHUFFLE: "4"}),
+        (st.TTLSTATE, limit, "append", [root / "in"], root / "limit", {SHUFFLE: "4"}))
     return root
 
 
