@@ -51,13 +51,19 @@ def recovery_runs(testfs_jar, tmp_path_factory):
     root = tmp_path_factory.mktemp("recovery")
     jvms: list[list[dict]] = [[], [], []]
     where: dict[str, dict[str, tuple[int, int]]] = {m: {} for m in MODES}
-    for mode in MODES:
+
+    def paths_and_run(mode: str):
+        """(checkpoint, cache, inputs, the run step) of a mode's query."""
         d = root / mode
         ck, cache, inputs = d / "ck", d / "cache", d / "in"
         store_rx = re.escape(str(ck)) + cq.STORE_FILES_REGEX
         run = dict(do="run", query="sum_by_key", inputs=[str(inputs)], checkpoint=cq.faulty(ck),
                    confs={cq.MODE: mode, cq.CACHE_DIR: str(cache), cq.MIN_DELTAS: "2"},
                    count={"store": store_rx})
+        return ck, cache, inputs, run
+
+    for mode in MODES:
+        ck, cache, inputs, run = paths_and_run(mode)
 
         def add(jvm, i, name):
             lo, hi = _span(i)
@@ -70,12 +76,7 @@ def recovery_runs(testfs_jar, tmp_path_factory):
         add(0, 1, "B")
         add(1, 2, "C")
     for mode in MODES:  # D after both C runs, in the JVM of C (see the fixture's docstring)
-        d = root / mode
-        ck, cache, inputs = d / "ck", d / "cache", d / "in"
-        store_rx = re.escape(str(ck)) + cq.STORE_FILES_REGEX
-        run = dict(do="run", query="sum_by_key", inputs=[str(inputs)], checkpoint=cq.faulty(ck),
-                   confs={cq.MODE: mode, cq.CACHE_DIR: str(cache), cq.MIN_DELTAS: "2"},
-                   count={"store": store_rx})
+        ck, cache, inputs, run = paths_and_run(mode)
         where[mode]["unloaded"] = (1, len(jvms[1]))
         jvms[1].append(dict(do="wait_unloaded", checkpoint=cq.faulty(ck), timeout_s=120,
                             after_s=1))
