@@ -211,10 +211,10 @@ def _deselect_thorough(config, items):
     claim in every run) run only with TTLSTATE_THOROUGH=1, as `make test-thorough` sets."""
     if streaming.THOROUGH:
         return
-    kept = [item for item in items if item.get_closest_marker("thorough") is None]
-    if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("thorough")])
-        items[:] = kept
+    thorough = [item for item in items if item.get_closest_marker("thorough") is not None]
+    if thorough:
+        config.hook.pytest_deselected(items=thorough)
+        items[:] = [item for item in items if item.get_closest_marker("thorough") is None]
 
 
 def _slowest_files_first(items):

@@ -49,46 +49,41 @@ def recovery_runs(testfs_jar, tmp_path_factory):
     JVM 2 first waits until Spark holds no store of the checkpoint (`wait_unloaded`: none
     loaded, none waiting for its last maintenance or close, none in a maintenance pass)."""
     root = tmp_path_factory.mktemp("recovery")
-    jvms: list[list[dict]] = [[], [], []]
+    jvms: list[list[dict]] = [[], []]
     where: dict[str, dict[str, tuple[int, int]]] = {m: {} for m in MODES}
 
-    def paths_and_run(mode: str):
-        """(checkpoint, cache, inputs, the run step) of a mode's query."""
+    def paths(mode: str):
+        """(checkpoint, cache, inputs) of a mode's query."""
         d = root / mode
-        ck, cache, inputs = d / "ck", d / "cache", d / "in"
-        store_rx = re.escape(str(ck)) + cq.STORE_FILES_REGEX
-        run = dict(do="run", query="sum_by_key", inputs=[str(inputs)], checkpoint=cq.faulty(ck),
-                   confs={cq.MODE: mode, cq.CACHE_DIR: str(cache), cq.MIN_DELTAS: "2"},
-                   count={"store": store_rx})
-        return ck, cache, inputs, run
+        return d / "ck", d / "cache", d / "in"
+
+    def add(mode: str, jvm: int, name: str, step: dict):
+        """Appends a named step (its result found by `where`) to a JVM's steps."""
+        where[mode][name] = (jvm, len(jvms[jvm]))
+        jvms[jvm].append(step)
+
+    def add_run(mode: str, jvm: int, i: int, name: str):
+        """Writes run i's batches, then runs the mode's query over them."""
+        ck, cache, inputs = paths(mode)
+        lo, hi = _span(i)
+        jvms[jvm].append(dict(do="write_batches", dir=str(inputs), batches=BATCHES,
+                              start=lo, stop=hi))
+        add(mode, jvm, name, dict(
+            do="run", name=f"{mode}_{name}", query="sum_by_key", inputs=[str(inputs)],
+            checkpoint=cq.faulty(ck), confs={cq.MODE: mode, cq.CACHE_DIR: str(cache), cq.MIN_DELTAS: "2"},
+            count={"store": re.escape(str(ck)) + cq.STORE_FILES_REGEX}))
 
     for mode in MODES:
-        ck, cache, inputs, run = paths_and_run(mode)
-
-        def add(jvm, i, name):
-            lo, hi = _span(i)
-            jvms[jvm].append(dict(do="write_batches", dir=str(inputs), batches=BATCHES,
-                                  start=lo, stop=hi))
-            where[mode][name] = (jvm, len(jvms[jvm]))
-            jvms[jvm].append(dict(run, name=f"{mode}_{name}"))
-
-        add(0, 0, "A")
-        add(0, 1, "B")
-        add(1, 2, "C")
+        add_run(mode, 0, 0, "A")
+        add_run(mode, 0, 1, "B")
+        add_run(mode, 1, 2, "C")
     for mode in MODES:  # D after both C runs, in the JVM of C (see the fixture's docstring)
-        ck, cache, inputs, run = paths_and_run(mode)
-        where[mode]["unloaded"] = (1, len(jvms[1]))
-        jvms[1].append(dict(do="wait_unloaded", checkpoint=cq.faulty(ck), timeout_s=120,
-                            after_s=1))
-        where[mode]["rmtree"] = (1, len(jvms[1]))
-        jvms[1].append(dict(do="rmtree", path=str(cache)))
-        where[mode]["listing"] = (1, len(jvms[1]))
-        jvms[1].append(dict(do="list_stores", checkpoint=cq.faulty(ck)))
-        lo, hi = _span(3)
-        jvms[1].append(dict(do="write_batches", dir=str(inputs), batches=BATCHES, start=lo, stop=hi))
-        where[mode]["D"] = (1, len(jvms[1]))
-        jvms[1].append(dict(run, name=f"{mode}_D"))
-    jvms = jvms[:2]
+        ck, cache, _ = paths(mode)
+        add(mode, 1, "unloaded", dict(do="wait_unloaded", checkpoint=cq.faulty(ck), timeout_s=120,
+                                      after_s=1))
+        add(mode, 1, "rmtree", dict(do="rmtree", path=str(cache)))
+        add(mode, 1, "listing", dict(do="list_stores", checkpoint=cq.faulty(ck)))
+        add_run(mode, 1, 3, "D")
     confs = {cq.MAINTENANCE_INTERVAL: "1s"}
     results = [cq.check_steps(cq.run_subprocess({"tag": f"recovery-{i + 1}", "steps": steps,
                                                  "session_confs": confs}, root / "work"))

@@ -85,14 +85,14 @@ DRIVER = textwrap.dedent("""
 class Driver:
     """The driver subprocess, its stdout events, and every process it led to."""
 
-    def __init__(self, tmp_path, script: str = DRIVER, env: dict | None = None):
+    def __init__(self, tmp_path):
         self.jvm: psutil.Process | None = None  # once a run reported it
         self.log = tmp_path / "driver.log"
         self._log_file = open(self.log, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", script, TESTS_DIR, str(tmp_path)],
+            [sys.executable, "-c", DRIVER, TESTS_DIR, str(tmp_path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_file,
-            text=True, start_new_session=True, env={**os.environ, **(env or {})})
+            text=True, start_new_session=True)
         self._events: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.seen: dict[int, psutil.Process] = {}

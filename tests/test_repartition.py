@@ -277,15 +277,14 @@ def _loaded_stores(checkpoint, version=None):
 
 def _all_entries(checkpoint, version=None):
     """{(operator, store, key): (stored value, TTL timestamp)} over every partition in use."""
-    return {(op, sd.name, k): (v, ts) for op, sd, loaded in _loaded_stores(checkpoint, version)
-            for k, v, ts in loaded.entries()}
+    return _entries_and_keys_by_partition(checkpoint, version)[0]
 
 
-def _entries_and_keys_by_partition(checkpoint):
+def _entries_and_keys_by_partition(checkpoint, version=None):
     """`_all_entries` of the checkpoint and {(operator, store, partition): keys} of the
     partitions in use, from one load of its stores."""
     entries, keys = {}, {}
-    for op, sd, loaded in _loaded_stores(checkpoint):
+    for op, sd, loaded in _loaded_stores(checkpoint, version):
         keys[op, sd.name, sd.partition] = loaded.store.num_keys
         entries.update({(op, sd.name, k): (v, ts) for k, v, ts in loaded.entries()})
     return entries, keys

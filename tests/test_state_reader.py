@@ -14,6 +14,7 @@ every 200 ms, `minDeltasForSnapshot` 1), so that most versions have a snapshot t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import pathlib
 import re
@@ -110,13 +111,7 @@ def read_state(spark, checkpoint, *, ordered: bool = False, **options) -> list[t
 def plain_reads(spark, checkpoint):
     """`read_state(spark, checkpoint, batchId=b)` of each batch, read once: the checkpoint is
     stopped, so the rows of a batch are the same for every partition a test filters them by."""
-    cache: dict[int, list[tuple]] = {}
-
-    def read(batch: int) -> list[tuple]:
-        if batch not in cache:
-            cache[batch] = read_state(spark, checkpoint, batchId=batch)
-        return cache[batch]
-    return read
+    return functools.cache(lambda batch: read_state(spark, checkpoint, batchId=batch))
 
 
 def replayed(feed: list[tuple]) -> list[tuple]:
