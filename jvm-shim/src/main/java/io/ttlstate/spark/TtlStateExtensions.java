@@ -1,10 +1,13 @@
 package io.ttlstate.spark;
 
+import java.util.Collections;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.WeakHashMap;
 
 import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.SparkSessionExtensionsProvider;
 import org.apache.spark.sql.catalyst.plans.logical.EventTimeWatermark;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.internal.SQLConf;
@@ -13,8 +16,13 @@ import scala.runtime.AbstractFunction1;
 import scala.runtime.BoxedUnit;
 
 /**
- * ttlstate's Spark session extensions, {@code spark.sql.extensions=io.ttlstate.spark.TtlStateExtensions}
- * ({@code ttlstate.configure} sets it): a streaming aggregation's read-ahead
+ * ttlstate's Spark session extensions. Spark installs them by itself in every session created while
+ * the shim jar is on the driver's classpath ({@code spark.jars}, {@code --jars}): the jar declares
+ * this class a {@code SparkSessionExtensionsProvider} (META-INF/services), so a session set up
+ * with only the provider class and the jar gets them too. {@code spark.sql.extensions}
+ * naming this class as well ({@code ttlstate.configure} sets it too) installs them once, not
+ * twice; a session without them is caught by {@link SessionExtensionCheck}. They are a streaming aggregation's and a
+ * stream-stream join's read-ahead
  * ({@link StateReadAheadRule}, docs/DESIGN.md 68), and one check rule, which refuses a streaming query whose
  * ttlstate TTL runs on event time ({@code ...ttlstate.[operator.<id>.[store.<name>.]]timeCharacteristic=EventTime})
  * but which has no event-time watermark ({@code withWatermark}): its TTL clock would stay at 0
@@ -23,15 +31,23 @@ import scala.runtime.BoxedUnit;
  * the reason. Only streaming plans with a stateful operator that run with the ttlstate
  * provider are checked.
  */
-public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
+public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit>
+        implements SparkSessionExtensionsProvider {
     private static final String SETTING = "timeCharacteristic";
     private static final String PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass";
     /** Logical operators Spark runs with state when their input is a stream (and Join, stream-stream). */
     private static final Set<String> STATEFUL = Set.of("Aggregate", "Deduplicate", "DeduplicateWithinWatermark",
             "FlatMapGroupsWithState", "FlatMapGroupsInPandasWithState");
 
+    /** The extension sets ours were injected into (the service loader and spark.sql.extensions may both name us). */
+    private static final Set<SparkSessionExtensions> INSTALLED = Collections.synchronizedSet(
+            Collections.newSetFromMap(new WeakHashMap<>()));
+
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
+        if (!INSTALLED.add(extensions)) {
+            return BoxedUnit.UNIT;
+        }
         extensions.injectCheckRule(fn(session -> fn(plan -> {
             check(plan);
             return BoxedUnit.UNIT;
@@ -49,17 +65,8 @@ public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExte
         if (!TtlStateStoreProvider.class.getName().equals(conf.getConfString(PROVIDER_KEY, ""))) {
             return;
         }
-        Map.Entry<String, String> eventTime = null;
-        for (Map.Entry<String, String> e : new TreeMap<>(scala.jdk.javaapi.CollectionConverters.asJava(
-                conf.getAllConfs())).entrySet()) {
-            String k = e.getKey();
-            boolean isSetting = k.equals(ConfKeys.PREFIX + SETTING)
-                    || (k.startsWith(ConfKeys.PREFIX + "operator.") && k.endsWith("." + SETTING));
-            if (isSetting && e.getValue().trim().equalsIgnoreCase("EventTime")) {
-                eventTime = e;
-                break;
-            }
-        }
+        Map.Entry<String, String> eventTime = eventTimeSetting(
+                scala.jdk.javaapi.CollectionConverters.asJava(conf.getAllConfs()));
         if (eventTime == null || plan.find(fn(p -> p instanceof EventTimeWatermark)).isDefined()) {
             return;
         }
@@ -71,6 +78,19 @@ public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExte
                     + op.get().nodeName() + " would keep a TTL clock of 0, so nothing would ever expire);"
                     + " add one with withWatermark(eventTimeColumn, delay), or use BatchTimestamp or ProcessingTime");
         }
+    }
+
+    /** The first (by key) ttlstate setting of {@code confs} that puts TTL on event time, or null. */
+    static Map.Entry<String, String> eventTimeSetting(Map<String, String> confs) {
+        for (Map.Entry<String, String> e : new TreeMap<>(confs).entrySet()) {
+            String k = e.getKey();
+            boolean isSetting = k.equals(ConfKeys.PREFIX + SETTING)
+                    || (k.startsWith(ConfKeys.PREFIX + "operator.") && k.endsWith("." + SETTING));
+            if (isSetting && e.getValue().trim().equalsIgnoreCase("EventTime")) {
+                return e;
+            }
+        }
+        return null;
     }
 
     private static boolean stateful(LogicalPlan p) {

@@ -295,6 +295,7 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
 
     @Override
     public scala.collection.immutable.Seq<StateStoreCustomMetric> supportedCustomMetrics() {
+        SessionExtensionCheck.onDriver(); // Spark asks for the list on the driver while it plans a batch
         return StoreMetrics.supported();
     }
 
