@@ -19,7 +19,9 @@ from rocksdict import AccessType, Rdict, ReadOptions, WriteBatch
 from . import rocksdb_options
 from .errors import CorruptFileError, StorageError, TtlstateError
 from .manifest import SstFile
-from .protocol import RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER, RECORD_REMOVE, RECORD_REMOVE_PRESENT
+from .protocol import (RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER, RECORD_PUT_OVER_LIVE, RECORD_REMOVE,
+                       RECORD_REMOVE_LIVE, RECORD_REMOVE_PRESENT)
+from .ttl import codec, written_at
 from .ttl import MAX_TS
 
 _CRC_CHUNK = 1 << 20
@@ -163,27 +165,47 @@ def write_keyed_records(db: Rdict, records) -> int:
     return delta
 
 
-def write_stamped_records(db: Rdict, records, prefix: bytes):
-    """Write keyed records into a TTL store's `db` in one WriteBatch, each put's value after
-    `prefix` (the transaction's 8-byte TTL timestamp). Each key's stored entry is read once, in
-    key order, before anything is written; the records are then applied in their order
-    against those answers (a repeat sees the record before it). ACCESS records are skipped
-    (the caller counts them). Presence hints are not used: with TTL the old entry's timestamp
-    is needed anyway (DESIGN 97).
+def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
+    """Write keyed records into a TTL store's `db` in one WriteBatch, each put's value stamped
+    with `stamp` (the transaction's TTL timestamp, Flink's layout). Each key's stored entry is
+    read once, in key order, before anything is written, unless the key's first record in the
+    frame is a presence hint that tells it: PUT_NEW (not stored), PUT_OVER_LIVE or REMOVE_LIVE
+    (stored, with the timestamp its expiry time gives, `ttl.written_at`); the records are then
+    applied in their order against those answers (a repeat sees the record before it). ACCESS
+    records are skipped (the caller counts them). DESIGN 97, 102.
 
-    Returns (change in the key count, the stored entries replaced or removed, the writes as
-    (key, stored or None) in the records' order, for the changelog). The batch is built in key
-    order (DESIGN 77) with a stable sort, so a key's last write still wins."""
-    keys = sorted({rec[1] for rec in records if rec[1] is not None})
-    current = {key: db.get(key) for key in keys}  # a MultiGet was no faster (DESIGN 97)
+    Returns (change in the key count, the timestamps of the stored entries replaced or
+    removed, the writes as (key, stored or None) in the records' order, for the changelog).
+    The batch is built in key order (DESIGN 77) with a stable sort, so a key's last write
+    still wins."""
+    current: dict[bytes, int | None] = {}  # key -> timestamp of its stored entry (None: absent)
+    lookups = []
+    for kind, key, value in records:
+        if key is None or key in current:
+            continue
+        if kind == RECORD_PUT_NEW:
+            current[key] = None
+            continue
+        ts = None
+        if kind == RECORD_PUT_OVER_LIVE:
+            ts = written_at(value[1], ttl_ms)
+        elif kind == RECORD_REMOVE_LIVE:
+            ts = written_at(value, ttl_ms)
+        current[key] = ts
+        if ts is None:
+            lookups.append(key)
+    for key in sorted(lookups):  # a MultiGet was no faster (DESIGN 97)
+        stored = db.get(key)
+        current[key] = None if stored is None else codec.timestamp(stored)
+    prefix = codec.encode(stamp, b"")
     delta = 0
-    replaced: list[bytes] = []
+    replaced: list[int] = []
     applied: list[tuple[bytes, bytes | None]] = []
     for kind, key, value in records:
         if key is None:  # ACCESS
             continue
         old = current[key]
-        if kind in _REMOVE_KINDS:
+        if kind in _REMOVE_KINDS or kind == RECORD_REMOVE_LIVE:
             if old is None:
                 continue  # removing a missing key is a no-op
             delta -= 1
@@ -191,12 +213,12 @@ def write_stamped_records(db: Rdict, records, prefix: bytes):
             current[key] = None
             applied.append((key, None))
         else:
-            stored = prefix + value
+            stored = prefix + (value[0] if kind == RECORD_PUT_OVER_LIVE else value)
             if old is None:
                 delta += 1
             else:
                 replaced.append(old)
-            current[key] = stored
+            current[key] = stamp
             applied.append((key, stored))
     batch = WriteBatch(raw_mode=True)
     for key, stored in sorted(applied, key=_FIRST):

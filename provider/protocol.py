@@ -10,7 +10,7 @@ import struct
 
 from .errors import ProtocolError
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 MAX_FRAME = 64 * 1024 * 1024
 # A MULTI_GET reply answers the keys asked in order until its answers reach about this many
 # bytes (at least one answer); the JVM asks again for the rest (docs/DESIGN.md 95).
@@ -59,15 +59,23 @@ RECORD_ACCESS = 3  # u32 n: reads the JVM answered itself (they count for the TT
 RECORD_PUT_NEW = 4
 RECORD_PUT_OVER = 5
 RECORD_REMOVE_PRESENT = 6
+# Writes of a TTL store over an entry the JVM knows is stored and live at the transaction's
+# clock, with that entry's `i64 expiresAt` after the record's other fields, so the worker needs
+# neither its presence nor its timestamp (the timestamp histogram does) from the database.
+# PUT_NEW serves both kinds of store: a key stored neither live nor expired.
+RECORD_PUT_OVER_LIVE = 7
+RECORD_REMOVE_LIVE = 8
 _PUTS = frozenset((RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER))
 _REMOVES = frozenset((RECORD_REMOVE, RECORD_REMOVE_PRESENT))
+_LIVE_HINTS = frozenset((RECORD_PUT_OVER_LIVE, RECORD_REMOVE_LIVE))
 
 BEGIN_WRITE = 0  # BEGIN modes: a write transaction that writes a changelog,
 BEGIN_READ_ONLY = 1  # a read-only transaction,
 BEGIN_WRITE_NO_CHANGELOG = 2  # a write transaction without changelog (checkpoint.mode=snapshot)
 
 ITER_PAIRS = 0  # ITER_OPEN modes: chunks of pairs,
-ITER_PAIRS_WITH_EXPIRY = 1  # or of pairs each followed by i64 expiresAt
+ITER_PAIRS_WITH_EXPIRY = 1  # or of pairs each followed by i64 expiresAt,
+ITER_STORED_WITH_EXPIRY = 2  # or of every stored pair, expired ones too, each with its expiresAt
 
 _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
@@ -301,7 +309,7 @@ def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
     elif op == BEGIN:
         f = {"version": r.i64(), "mode": read_begin_mode(r), "batchTimestampMs": r.i64()}
     elif op == WRITE_BATCH:
-        f = {"records": list(read_records(r))}
+        f = {"records": [_flat_record(rec) for rec in read_records(r)]}
     elif op == GET:
         f = {"key": r.bytes().hex()}
     elif op == MULTI_GET:
@@ -345,14 +353,26 @@ def read_begin_mode(r: Reader) -> int:
 def read_iter_mode(r: Reader) -> int:
     """The `u8 mode` of an ITER_OPEN payload."""
     mode = r.u8()
-    if mode not in (ITER_PAIRS, ITER_PAIRS_WITH_EXPIRY):
+    if mode not in (ITER_PAIRS, ITER_PAIRS_WITH_EXPIRY, ITER_STORED_WITH_EXPIRY):
         raise ProtocolError(f"unknown iterator mode {mode}")
     return mode
 
 
-def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | None]]:
+def _flat_record(rec: tuple) -> list:
+    """A record of `read_records` as the vectors render it: [kind, key, value] (access:
+    [kind, None, count]); a live-entry hint adds its expiresAt: [kind, key, value-or-None, expiresAt]."""
+    kind, key, value = rec
+    if kind == RECORD_PUT_OVER_LIVE:
+        return [kind, key, value[0], value[1]]
+    if kind == RECORD_REMOVE_LIVE:
+        return [kind, key, None, value]
+    return [kind, key, value]
+
+
+def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | tuple | None]]:
     """The (kind, key, value-or-None) records of a WRITE_BATCH payload; an access record
-    is (RECORD_ACCESS, None, count).
+    is (RECORD_ACCESS, None, count); a live-entry hint carries the stored entry's expiresAt:
+    (RECORD_PUT_OVER_LIVE, key, (value, expiresAt)) and (RECORD_REMOVE_LIVE, key, expiresAt).
 
     The hot path of every write: one tight loop over the buffer instead of Reader calls,
     with the same checks (and errors) as `Reader`. Keyed records have the layout of a
@@ -373,7 +393,7 @@ def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | None]
         if kind == RECORD_ACCESS:
             append((kind, None, length))
             continue
-        if kind not in _PUTS and kind not in _REMOVES:
+        if kind not in _PUTS and kind not in _REMOVES and kind not in _LIVE_HINTS:
             raise ProtocolError(f"unknown write record kind {kind}")
         key_end = pos + length
         if key_end > end:
@@ -383,6 +403,12 @@ def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | None]
         if kind in _REMOVES:
             append((kind, key, None))
             continue
+        if kind == RECORD_REMOVE_LIVE:
+            if pos + 8 > end:
+                raise ProtocolError(f"frame truncated at byte {pos}")
+            append((kind, key, _I64.unpack_from(buf, pos)[0]))
+            pos += 8
+            continue
         if pos + 4 > end:
             raise ProtocolError(f"frame truncated at byte {pos}")
         (length,) = unpack(buf, pos)
@@ -390,17 +416,25 @@ def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | None]
         value_end = pos + length
         if value_end > end:
             raise ProtocolError(f"byte string of {length} bytes overruns the frame at byte {pos}")
-        append((kind, key, bytes(buf[pos:value_end])))
+        value = bytes(buf[pos:value_end])
         pos = value_end
+        if kind == RECORD_PUT_OVER_LIVE:
+            if pos + 8 > end:
+                raise ProtocolError(f"frame truncated at byte {pos}")
+            append((kind, key, (value, _I64.unpack_from(buf, pos)[0])))
+            pos += 8
+            continue
+        append((kind, key, value))
     r.pos = pos
     return out
 
 
 def encoded_records(body: bytes, records: list) -> bytes | None:
     """The bytes of a WRITE_BATCH body's records (everything after its count), if they are
-    all keyed records (no ACCESS record); else None."""
+    all keyed records without a live-entry hint (no ACCESS, PUT_OVER_LIVE or REMOVE_LIVE
+    record: a changelog has no such kinds); else None."""
     for kind, _, _ in records:
-        if kind == RECORD_ACCESS:
+        if kind == RECORD_ACCESS or kind in _LIVE_HINTS:
             return None
     return body[_HEADER.size + 4:]
 

@@ -15,7 +15,8 @@ from typing import Iterator
 from . import statefile
 from .engine import db_items, multi_get, write_keyed_records, write_stamped_records
 from .errors import TtlstateError
-from .protocol import RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_REMOVE, RECORD_REMOVE_PRESENT
+from .protocol import (RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_PUT_OVER_LIVE, RECORD_REMOVE,
+                       RECORD_REMOVE_LIVE, RECORD_REMOVE_PRESENT)
 from .ttl import MAX_TS, codec, event_time, expiration_ts, expired_at, refreshes
 from .ttl.config import StateVisibility, TimeCharacteristic, UpdateType
 from .ttl.histogram import TsHistogram
@@ -206,21 +207,25 @@ class Txn:
                 self.accessed(value)
             elif kind == RECORD_REMOVE_PRESENT:
                 self.remove(key, present=True)
+            elif kind == RECORD_PUT_OVER_LIVE:  # a TTL store's hint: here the key is looked up
+                self.put(key, value[0])
+            elif kind == RECORD_REMOVE_LIVE:
+                self.remove(key)
             else:
                 self.put(key, value, present=kind == RECORD_PUT_OVER)
 
     def _apply_stamped(self, records):
         """A frame of a direct TTL transaction with a fixed clock, all at once: each key's
-        stored entry read once, the writes in one WriteBatch in key order (DESIGN 97).
-        The same key count, histogram, changelog and cleanup debt as `put` and `remove` one
-        record at a time: every write carries the same timestamp, and no iterator is open to
-        be told of them."""
+        stored entry read once, unless the JVM's presence hint tells it (DESIGN 102), the
+        writes in one WriteBatch in key order (DESIGN 97). The same key count, histogram,
+        changelog and cleanup debt as `put` and `remove` one record at a time: every write
+        carries the same timestamp, and no iterator is open to be told of them."""
         stamp = self.stamp()
-        delta, replaced, applied = write_stamped_records(self.store.db, records, codec.encode(stamp, b""))
+        delta, replaced, applied = write_stamped_records(self.store.db, records, stamp, self.ttl_ms)
         self.key_delta += delta
         hist = self.hist_delta
-        for old in replaced:
-            hist.add(codec.timestamp(old), -1)
+        for old_ts in replaced:
+            hist.add(old_ts, -1)
         puts = sum(1 for _, stored in applied if stored is not None)
         if puts:
             hist.add(stamp, puts)
@@ -358,9 +363,11 @@ class Txn:
             return self.store.visible_keys(self.now(), purged_hist, self.key_delta + purged)
         return self.store.visible_keys(self.now(), self.hist_delta, self.key_delta)
 
-    def iterate(self, prefix: bytes, with_expiry: bool = False) -> Iterator[tuple]:
+    def iterate(self, prefix: bytes, with_expiry: bool = False, stored: bool = False) -> Iterator[tuple]:
         """Entries `(key, value)` whose key starts with `prefix`, as of now, in key order;
-        `(key, value, expiresAt)` with `with_expiry`.
+        `(key, value, expiresAt)` with `with_expiry`. `stored` (with `with_expiry`): every
+        stored entry, those expired at now too, touching none (no cleanup on read, refresh or
+        access counted): what the JVM's key filter must hold (`ITER_STORED_WITH_EXPIRY`).
 
         The overlay and shadow are copied and the RocksDB iterator pins the database as
         of this call, so later writes (this transaction's or a concurrent commit) do not
@@ -382,6 +389,8 @@ class Txn:
             merged = heapq.merge((kv for kv in committed if kv[0] not in staged_keys), staged, key=_first)
         if not self.ttl_ms:
             return _plain_entries(merged, with_expiry)
+        if stored:
+            return self._stored_entries(merged)
         written: set[bytes] = set()
         if not self.read_only:  # only a write transaction's iterator refreshes or cleans up
             # until the iterator is exhausted or closed (one never started: until the txn ends)
@@ -410,6 +419,15 @@ class Txn:
                 yield (key, value, expires_at) if with_expiry else (key, value)
         finally:
             self.written_since.pop(id(written), None)
+
+    def _stored_entries(self, merged) -> Iterator[tuple]:
+        """`(key, value, expiresAt)` of every stored entry of merged (key, stored or None)
+        pairs, with TTL, expired or not; nothing is touched."""
+        ttl = self.ttl_ms
+        for key, stored in merged:
+            if stored is not None:
+                ts, value = codec.decode(stored)
+                yield key, value, expiration_ts(ts, ttl)
 
     # -- incremental cleanup --------------------------------------------------------------
 

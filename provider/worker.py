@@ -21,7 +21,7 @@ from .ttl import MAX_TS
 from .rocksdb_options import RocksDbSettings
 from .store import Store
 from .txn import Txn
-from .ttl.config import TimeCharacteristic, TtlConfig, UpdateType
+from .ttl.config import StateVisibility, TimeCharacteristic, TtlConfig, UpdateType
 
 log = logging.getLogger("ttlstate.worker")
 
@@ -207,8 +207,8 @@ class Worker:
         prefix, max_entries, mode = r.bytes(), max(1, r.u32()), p.read_iter_mode(r)
         r.end()
         txn = self._txn(h)
-        with_expiry = mode == p.ITER_PAIRS_WITH_EXPIRY
-        gen = txn.iterate(prefix, with_expiry)
+        with_expiry = mode in (p.ITER_PAIRS_WITH_EXPIRY, p.ITER_STORED_WITH_EXPIRY)
+        gen = txn.iterate(prefix, with_expiry, stored=mode == p.ITER_STORED_WITH_EXPIRY)
         body = p.Writer()
         last, gen = self._chunk(body, gen, max_entries, with_expiry)
         handle = 0
@@ -413,7 +413,9 @@ def _view_settings(ttl: TtlConfig) -> dict[str, object]:
             "ttl.refreshOnRead": ttl.enabled and ttl.update_type is UpdateType.ON_READ_AND_WRITE,
             "ttl.batchClock": ttl.time_characteristic is TimeCharacteristic.BATCH_TIMESTAMP,
             "ttl.eventTime": ttl.enabled and ttl.event_time,
-            "ttl.countsAccesses": ttl.incremental_cleanup}
+            "ttl.countsAccesses": ttl.incremental_cleanup,
+            "ttl.returnExpired": ttl.enabled and ttl.state_visibility is StateVisibility.RETURN_EXPIRED_IF_NOT_CLEANED_UP,
+            "ttl.countsEveryRecord": ttl.enabled and ttl.incremental_cleanup and ttl.incremental_every_record}
 
 
 def _value(w: p.Writer, value: bytes | None, expires_at: int) -> p.Writer:

@@ -17,10 +17,18 @@ from ttlstate import protocol as p
 
 def encode_records(w: p.Writer, records) -> p.Writer:
     """Append `(kind, key, value)` write records to `w` as the JVM encodes them (a WRITE_BATCH
-    frame's records, whose bytes a changelog copies)."""
+    frame's records, whose bytes a changelog copies); a live-entry hint as `read_records` gives
+    it: `(RECORD_PUT_OVER_LIVE, key, (value, expiresAt))`, `(RECORD_REMOVE_LIVE, key, expiresAt)`."""
     for kind, key, value in records:
+        if kind == p.RECORD_ACCESS:
+            w.u8(kind).u32(value)
+            continue
         w.u8(kind).bytes(key)
-        if kind not in (p.RECORD_REMOVE, p.RECORD_REMOVE_PRESENT):
+        if kind == p.RECORD_PUT_OVER_LIVE:
+            w.bytes(value[0]).i64(value[1])
+        elif kind == p.RECORD_REMOVE_LIVE:
+            w.i64(value)
+        elif kind not in (p.RECORD_REMOVE, p.RECORD_REMOVE_PRESENT):
             w.bytes(value)
     return w
 

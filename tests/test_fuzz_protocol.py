@@ -135,17 +135,19 @@ def spec_walk(body: bytes) -> list[tuple[int, str]]:
                 if rk == p.RECORD_ACCESS:
                     num("u32")
                     continue
-                puts = (p.RECORD_PUT, p.RECORD_PUT_NEW, p.RECORD_PUT_OVER)
-                if rk not in puts + (p.RECORD_REMOVE, p.RECORD_REMOVE_PRESENT):
+                puts = (p.RECORD_PUT, p.RECORD_PUT_NEW, p.RECORD_PUT_OVER, p.RECORD_PUT_OVER_LIVE)
+                if rk not in puts + (p.RECORD_REMOVE, p.RECORD_REMOVE_PRESENT, p.RECORD_REMOVE_LIVE):
                     raise Reject("record kind")
                 blob(False)
                 if rk in puts:
                     blob(False)
+                if rk in (p.RECORD_PUT_OVER_LIVE, p.RECORD_REMOVE_LIVE):
+                    num("i64")
         elif kind == "begin_mode":
             if num("u8") not in (p.BEGIN_WRITE, p.BEGIN_READ_ONLY, p.BEGIN_WRITE_NO_CHANGELOG):
                 raise Reject("transaction mode")
         elif kind == "iter_mode":
-            if num("u8") not in (p.ITER_PAIRS, p.ITER_PAIRS_WITH_EXPIRY):
+            if num("u8") not in (p.ITER_PAIRS, p.ITER_PAIRS_WITH_EXPIRY, p.ITER_STORED_WITH_EXPIRY):
                 raise Reject("iterator mode")
         elif isinstance(kind, tuple):
             for _ in range(num("count")):

@@ -86,6 +86,21 @@ def test_never_return_expired_hides_from_get_iterate_and_num_keys(mk):
     assert v.txn(500, read_only=True).num_keys == 3
 
 
+def test_stored_entries_include_the_expired_ones_and_touch_nothing(mk):
+    """ITER_STORED_WITH_EXPIRY (the JVM's warm-up of a TTL store, DESIGN 102): every stored
+    entry with its expiry time, expired ones too, even in a write transaction, which cleans up
+    none of them."""
+    v = mk(ttl(1000, **NO_BACKGROUND))
+    v.write(0, puts=[b"a", b"b"])
+    v.write(600, puts=[b"c"])
+    t = v.txn(1500)
+    assert list(t.iterate(b"", True, stored=True)) == [(b"a", b"v-a", 1000), (b"b", b"v-b", 1000),
+                                                       (b"c", b"v-c", 1600)]
+    assert t.expired_on_read == 0 and t.key_delta == 0 and t.num_keys == 1
+    assert list(t.iterate(b"", True)) == [(b"c", b"v-c", 1600)]  # the visible ones clean up
+    assert t.expired_on_read == 2
+
+
 def test_return_expired_if_not_cleaned_up_returns_once_then_cleans(mk):
     v = mk(ttl(1000, state_visibility=_visibility("ReturnExpiredIfNotCleanedUp"), **NO_BACKGROUND))
     v.write(0, puts=[b"a", b"b"])

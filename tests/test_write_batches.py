@@ -138,3 +138,115 @@ def test_a_ttl_frame_written_at_once_ends_as_its_records_one_by_one(tmp_path):
     finally:
         at_once.close(delete_files=True)
         one_by_one.close(delete_files=True)
+
+
+TTL_MS = 10_000
+
+
+def _hinted_ttl_frames(rng: random.Random, stored: dict[bytes, int], now: int, frames: int) -> list[list]:
+    """Frames of a direct TTL transaction at batch time `now`, about half their records with the
+    presence hint the JVM sends when it knows the key (DESIGN 102): PUT_NEW for a key not stored,
+    PUT_OVER_LIVE / REMOVE_LIVE with the expiry time of a stored entry live at `now`; none for
+    an expired stored entry (the worker may have cleaned it up) or when it does not know.
+    `stored` (key: timestamp of its stored entry) follows the records."""
+    out = []
+    for frame in range(frames):
+        records = []
+        for i in range(30):
+            key = rng.choice(KEYS)
+            ts = stored.get(key)
+            live = ts is not None and ts + TTL_MS > now
+            knows = rng.random() < 0.6 and (ts is None or live)
+            roll = rng.random()
+            if roll < 0.1:
+                records.append((p.RECORD_ACCESS, None, rng.randint(1, 5)))
+                continue
+            if roll < 0.7:
+                value = b"h%d.%d" % (frame, i)
+                if not knows:
+                    records.append((p.RECORD_PUT, key, value))
+                elif ts is None:
+                    records.append((p.RECORD_PUT_NEW, key, value))
+                else:
+                    records.append((p.RECORD_PUT_OVER_LIVE, key, (value, ts + TTL_MS)))
+                stored[key] = now
+            else:
+                if knows and ts is None:
+                    continue  # the JVM sends no REMOVE of a key it knows is not stored
+                records.append((p.RECORD_REMOVE_LIVE, key, ts + TTL_MS) if knows else (p.RECORD_REMOVE, key, None))
+                stored.pop(key, None)
+        out.append(records)
+    return out
+
+
+def test_ttl_presence_hints_give_what_lookups_give(tmp_path):
+    """A direct TTL transaction's frames with presence hints (PUT_NEW, PUT_OVER_LIVE,
+    REMOVE_LIVE: DESIGN 102), through the wire encoding, end as the same records without hints
+    applied one by one: database, key count, timestamp histogram, changelog."""
+    rng = random.Random(23)
+    hinted, plain = _ttl_store(tmp_path, "h"), _ttl_store(tmp_path, "p")
+    try:
+        for store in (hinted, plain):
+            _ttl_history(store, tmp_path)
+        stored = {k: 0 for k in KEYS[::2]}
+        stored.update({k: 8_000 for k in KEYS[::3]})
+        frames = _hinted_ttl_frames(rng, stored, 12_000, 20)
+        kinds = {r[0] for f in frames for r in f}
+        assert {p.RECORD_PUT_NEW, p.RECORD_PUT_OVER_LIVE, p.RECORD_REMOVE_LIVE, p.RECORD_PUT} <= kinds
+        th = hinted.begin(2, read_only=False, batch_ts=12_000)
+        tp = plain.begin(2, read_only=False, batch_ts=12_000)
+        assert th.direct and tp.direct
+        for records in frames:
+            body = encode_records(p.request(p.WRITE_BATCH, 1).u32(len(records)), records).body()
+            r = p.Reader(body)
+            p.read_header(r)
+            decoded = p.read_records(r)
+            assert decoded == records and p.encoded_records(body, decoded) is None
+            th.apply(decoded, None)
+            for kind, key, value in records:
+                if kind == p.RECORD_ACCESS:
+                    tp.accessed(value)
+                elif kind in (p.RECORD_PUT, p.RECORD_PUT_NEW):
+                    tp.put(key, value)
+                elif kind == p.RECORD_PUT_OVER_LIVE:
+                    tp.put(key, value[0])
+                else:
+                    tp.remove(key)
+            assert (th.key_delta, th.hist_delta.counts) == (tp.key_delta, tp.hist_delta.counts)
+        results = [s.commit(t, 3, str(tmp_path / f"{s.store_id}-3.changelog"))
+                   for s, t in ((hinted, th), (plain, tp))]
+        assert results[0][0] == results[1][0] == hinted.num_keys == plain.num_keys
+        assert hinted.hist.counts == plain.hist.counts
+        assert dict(hinted.db.items()) == dict(plain.db.items())
+        loaded = _ttl_store(tmp_path, "l")
+        try:
+            loaded.load(3, changelogs=[(v, str(tmp_path / f"h-{v}.changelog")) for v in (1, 2, 3)])
+            assert dict(loaded.db.items()) == dict(hinted.db.items())
+            assert loaded.hist.counts == hinted.hist.counts
+        finally:
+            loaded.close(delete_files=True)
+    finally:
+        hinted.close(delete_files=True)
+        plain.close(delete_files=True)
+
+
+def test_a_ttl_store_trusts_its_hints_instead_of_reading(tmp_path):
+    """The hints spare the reads: a direct TTL transaction takes PUT_NEW and PUT_OVER_LIVE at
+    their word (shown with hints that do not match the database, which the JVM never sends),
+    while a plain PUT reads the stored entry; a saturated expiry time tells no timestamp, so
+    that hint is looked up."""
+    store = _ttl_store(tmp_path, "t")
+    try:
+        _ttl_history(store, tmp_path)  # k00 written at 8,000 (stored), k01 never
+        t = store.begin(2, read_only=False, batch_ts=12_000)
+        t.apply([(p.RECORD_PUT_NEW, b"k00", b"x")], None)  # the worker believes "not stored"
+        assert t.key_delta == 1 and t.hist_delta.counts == {12_000: 1}
+        t.apply([(p.RECORD_PUT_OVER_LIVE, b"k01", (b"y", 5_000 + TTL_MS))], None)  # believes "stored at 5,000"
+        assert t.key_delta == 1 and t.hist_delta.counts == {12_000: 2, 5_000: -1}
+        t.apply([(p.RECORD_PUT_OVER_LIVE, b"k03", (b"z", (1 << 63) - 1))], None)  # looked up: at 8,000
+        assert t.key_delta == 1 and t.hist_delta.counts == {12_000: 3, 5_000: -1, 8_000: -1}
+        t.apply([(p.RECORD_PUT, b"k02", b"w")], None)  # looked up: k02 was written at 0
+        assert t.key_delta == 1 and t.hist_delta.counts == {12_000: 4, 5_000: -1, 8_000: -1, 0: -1}
+        t.end()
+    finally:
+        store.close(delete_files=True)

@@ -27,6 +27,16 @@ def expiration_ts(ts: int, ttl: int) -> int:
     return ts + min(MAX_TS - ts, ttl)
 
 
+def written_at(expires_at: int, ttl: int) -> int | None:
+    """The timestamp `ts` of an entry that expires at `expires_at` (`expiration_ts(ts, ttl)`),
+    or None when that does not tell it: without TTL, or a saturated time (MAX_TS), which
+    every `ts >= MAX_TS - ttl` gives. The worker takes a stored entry's timestamp from the
+    expiry time a JVM presence hint carries (docs/PROTOCOL.md, PUT_OVER_LIVE)."""
+    if ttl <= 0 or expires_at >= MAX_TS:
+        return None
+    return expires_at - ttl
+
+
 def expired_at(expires_at: int, now: int) -> bool:
     """Whether an entry that expires at `expires_at` is expired at `now` (inclusive)."""
     return expires_at <= now

@@ -145,6 +145,14 @@ final class RequestJson {
                     } else if (kind == Op.RECORD_ACCESS) {
                         rec.add(null);
                         rec.add(u32());
+                    } else if (kind == Op.RECORD_PUT_OVER_LIVE) {
+                        rec.add(bytes());
+                        rec.add(bytes());
+                        rec.add(i64());
+                    } else if (kind == Op.RECORD_REMOVE_LIVE) {
+                        rec.add(bytes());
+                        rec.add(null);
+                        rec.add(i64());
                     } else {
                         throw new ProtocolException("unknown write record kind " + kind);
                     }
@@ -168,7 +176,7 @@ final class RequestJson {
                 f.put("prefix", bytes());
                 f.put("maxEntries", u32());
                 int mode = u8();
-                if (mode != Op.ITER_PAIRS && mode != Op.ITER_PAIRS_WITH_EXPIRY) {
+                if (mode != Op.ITER_PAIRS && mode != Op.ITER_PAIRS_WITH_EXPIRY && mode != Op.ITER_STORED_WITH_EXPIRY) {
                     throw new ProtocolException("unknown iterator mode " + mode);
                 }
                 f.put("mode", (long) mode);

@@ -4,7 +4,7 @@ package io.ttlstate.spark.protocol;
 public final class Op {
     private Op() {}
 
-    public static final int PROTOCOL_VERSION = 6;
+    public static final int PROTOCOL_VERSION = 7;
     /** Largest frame body either side accepts. */
     public static final int MAX_FRAME = 64 * 1024 * 1024;
 
@@ -39,15 +39,26 @@ public final class Op {
     public static final int RECORD_PUT_NEW = 4;
     public static final int RECORD_PUT_OVER = 5;
     public static final int RECORD_REMOVE_PRESENT = 6;
+    /**
+     * Writes of a TTL store over an entry the JVM knows is stored and live at the transaction's
+     * clock: the record's fields, then that entry's {@code i64 expiresAt} (the worker then reads
+     * neither its presence nor its timestamp). {@link #RECORD_PUT_NEW} serves both kinds of store.
+     */
+    public static final int RECORD_PUT_OVER_LIVE = 7;
+    public static final int RECORD_REMOVE_LIVE = 8;
 
     /** BEGIN modes: write (with a changelog), read-only, write without changelog (snapshot mode). */
     public static final int BEGIN_WRITE = 0;
     public static final int BEGIN_READ_ONLY = 1;
     public static final int BEGIN_WRITE_NO_CHANGELOG = 2;
 
-    /** ITER_OPEN modes: chunks of pairs, or of pairs each followed by {@code i64 expiresAt}. */
+    /**
+     * ITER_OPEN modes: chunks of pairs, or of pairs each followed by {@code i64 expiresAt}, or of
+     * every stored pair (expired ones too, untouched) each followed by {@code i64 expiresAt}.
+     */
     public static final int ITER_PAIRS = 0;
     public static final int ITER_PAIRS_WITH_EXPIRY = 1;
+    public static final int ITER_STORED_WITH_EXPIRY = 2;
 
     private static final String[] NAMES = {
         null, "HELLO", "OPEN", "LOAD", "BEGIN", "WRITE_BATCH", "GET", "MULTI_GET", "ITER_OPEN",
