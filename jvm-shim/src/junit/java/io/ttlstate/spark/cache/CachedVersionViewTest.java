@@ -103,6 +103,45 @@ class CachedVersionViewTest {
     }
 
     @Test
+    void storedTellsALiveEntrysExpiryAndNotStoredOnlyFromTheFilterWithTtl() {
+        view.reset(5, 0); // an empty version: complete, its filter empty
+        view.written(new KeyBytes(b("live")), b("v"), 2000, 5);
+        view.written(new KeyBytes(b("old")), b("v"), 1000, 5);
+        view.written(new KeyBytes(b("never")), b("v"), TtlRule.NEVER, 5);
+        assertEquals(2000, view.stored(new KeyBytes(b("live")), 5, 1500, true));
+        // expired at now: the worker may have cleaned it up
+        assertEquals(CachedVersionView.STORED_UNKNOWN, view.stored(new KeyBytes(b("old")), 5, 1500, true));
+        // a saturated expiry tells no timestamp
+        assertEquals(CachedVersionView.STORED_UNKNOWN, view.stored(new KeyBytes(b("never")), 5, 1500, true));
+        assertEquals(CachedVersionView.NOT_STORED, view.stored(new KeyBytes(b("none")), 5, 1500, true));
+        assertEquals(CachedVersionView.STORED_UNKNOWN, view.stored(new KeyBytes(b("live")), 4, 1500, true));
+        // without TTL: present or absent, as presence says
+        assertEquals(Long.MAX_VALUE, view.stored(new KeyBytes(b("old")), 5, 1500, false));
+
+        // a loaded version whose filter holds a key the view does not (an expired stored entry):
+        // complete holds every live entry, yet the key may be stored
+        view.reset(6, 1);
+        KeyFilter scanned = new KeyFilter(1);
+        scanned.add(b("expired"));
+        view.filterReady(6, scanned, true);
+        assertTrue(view.isComplete());
+        assertSame(CachedVersionView.ABSENT, view.lookup(b("expired"), 6, 1500)); // no live entry
+        assertEquals(CachedVersionView.STORED_UNKNOWN, view.stored(new KeyBytes(b("expired")), 6, 1500, true));
+        assertEquals(CachedVersionView.NOT_STORED, view.stored(new KeyBytes(b("expired")), 6, 1500, false));
+    }
+
+    @Test
+    void aTtlScanLeavesOutTheValuesExpiredAtItsClock() {
+        view.reset(1, 0);
+        view.written(new KeyBytes(b("a")), b("1"), 1000, 1);
+        view.written(new KeyBytes(b("b")), b("2"), 3000, 1);
+        byte[][][] chunk = view.entriesIfComplete(1, 10, 2000).next();
+        assertArrayEquals(new byte[][] {b("b")}, chunk[0]);
+        assertArrayEquals(new byte[][] {b("2")}, chunk[1]);
+        assertEquals(2, view.entriesIfComplete(1, 10).next()[0].length);
+    }
+
+    @Test
     void anEvictionEndsCompleteness() {
         view.reset(1, 0);
         Map<KeyBytes, byte[]> writes = new LinkedHashMap<>();

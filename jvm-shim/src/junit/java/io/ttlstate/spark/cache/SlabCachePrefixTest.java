@@ -61,6 +61,19 @@ class SlabCachePrefixTest {
     }
 
     @Test
+    void leavesOutTheKeysExpiredAtItsClock() {
+        SlabCache c = new SlabCache(true);
+        byte[] old = key("alice", "old");
+        byte[] live = key("alice", "live");
+        put(c, old, old, 1000);
+        put(c, live, live, 3000);
+        byte[][][] found = c.withPrefix(prefix("alice"), 2000);
+        assertEquals(Set.of(hex(live)), Set.of(hex(found[0][0])));
+        assertEquals(1, found[0].length);
+        assertEquals(2, c.withPrefix(prefix("alice"))[0].length); // no clock: every key
+    }
+
+    @Test
     void findsExactlyThePrefixsKeys() {
         SlabCache c = new SlabCache(true);
         Set<String> alice = putKeys(c, "alice", 20);

@@ -153,6 +153,42 @@ public final class CachedVersionView {
         return Presence.UNKNOWN;
     }
 
+    /** {@link #stored}: the view does not know whether the key is stored. */
+    public static final long STORED_UNKNOWN = Long.MIN_VALUE;
+    /** {@link #stored}: the key is not stored at all (neither live nor expired). */
+    public static final long NOT_STORED = Long.MIN_VALUE + 1;
+
+    /**
+     * What the view knows of the entry stored for {@code key} at {@code version}:
+     * {@link #NOT_STORED}, {@link #STORED_UNKNOWN}, or the stored entry's {@code expiresAt}.
+     * Without TTL ({@code ttl} false) as {@link #presence}, a present key giving
+     * {@code Long.MAX_VALUE}. With TTL, where an expired entry the view does not hold may still
+     * be stored and a stored expired entry may be cleaned up at any time: a held value live at
+     * {@code now} gives its {@code expiresAt} (if below {@code Long.MAX_VALUE}: a saturated time
+     * does not tell when it was written), and "not stored" comes from the key filter alone, which
+     * holds every stored key (a TTL store's warm-up reads the expired ones too); a complete view
+     * holds only the live entries.
+     */
+    public synchronized long stored(KeyBytes key, long atVersion, long now, boolean ttl) {
+        if (atVersion != version || closed) {
+            return STORED_UNKNOWN;
+        }
+        if (values.size() > 0) {
+            int slot = values.find(key.bytes, key.hashCode());
+            if (slot >= 0) {
+                if (!ttl) {
+                    return Long.MAX_VALUE;
+                }
+                long expiresAt = values.expiresAt(slot);
+                return TtlRule.expired(expiresAt, now) || expiresAt == Long.MAX_VALUE ? STORED_UNKNOWN : expiresAt;
+            }
+        }
+        if ((complete && !ttl) || (filter != null && !filter.mightContainHash(key.hash64()))) {
+            return NOT_STORED;
+        }
+        return STORED_UNKNOWN;
+    }
+
     /**
      * Every entry of {@code atVersion} as it is now, if the view holds them all (see
      * {@link #complete}), else null. A snapshot: writes made while the caller walks it do not
@@ -162,10 +198,19 @@ public final class CachedVersionView {
      * at most {@code chunkEntries} {keys, values}.
      */
     public synchronized Iterator<byte[][][]> entriesIfComplete(long atVersion, int chunkEntries) {
+        return entriesIfComplete(atVersion, chunkEntries, Long.MIN_VALUE);
+    }
+
+    /**
+     * {@link #entriesIfComplete(long, int)} without the values expired at {@code now} (a TTL
+     * store under {@code NeverReturnExpired}: the view holds every live entry, not always the
+     * expired ones the worker still stores).
+     */
+    public synchronized Iterator<byte[][][]> entriesIfComplete(long atVersion, int chunkEntries, long now) {
         if (!complete || atVersion != version || closed) {
             return null;
         }
-        return values.snapshot().chunkEntries(chunkEntries);
+        return values.snapshot(now).chunkEntries(chunkEntries);
     }
 
     /**
@@ -175,10 +220,15 @@ public final class CachedVersionView {
      * run (a prefix of more than {@link SlabCache#MAX_PREFIX_KEYS} keys does not); else null.
      */
     public synchronized byte[][][] withPrefixIfComplete(long atVersion, byte[] prefix) {
+        return withPrefixIfComplete(atVersion, prefix, Long.MIN_VALUE);
+    }
+
+    /** {@link #withPrefixIfComplete(long, byte[])} without the values expired at {@code now}. */
+    public synchronized byte[][][] withPrefixIfComplete(long atVersion, byte[] prefix, long now) {
         if (!complete || atVersion != version || closed || !values.byPrefix()) {
             return null;
         }
-        return values.withPrefix(prefix);
+        return values.withPrefix(prefix, now);
     }
 
     /** Bytes one cached entry takes besides its key and value bytes (header and index slot). */

@@ -503,6 +503,11 @@ final class SlabCache {
      * elsewhere (its last run overflowed: placed by their own hash).
      */
     byte[][][] withPrefix(byte[] prefix) {
+        return withPrefix(prefix, Long.MIN_VALUE);
+    }
+
+    /** {@link #withPrefix(byte[])} without the entries expired at {@code now} ({@code TtlRule}). */
+    byte[][][] withPrefix(byte[] prefix, long now) {
         if (tags == null) {
             throw new IllegalStateException("withPrefix on a cache not placed by prefix");
         }
@@ -519,7 +524,7 @@ final class SlabCache {
         java.util.List<byte[]> values = new java.util.ArrayList<>();
         for (int run = 0; run < runs; run++) {
             if (!sameHomeEarlier(homes, run)) { // two runs from one home (a hash collision): walked once
-                collectRun(prefix, homes[run], keys, values);
+                collectRun(prefix, homes[run], now, keys, values);
             }
         }
         return new byte[][][] {keys.toArray(new byte[0][]), values.toArray(new byte[0][])};
@@ -535,14 +540,16 @@ final class SlabCache {
     }
 
     /** Adds copies of the entries of the run from {@code home} whose key starts with {@code prefix}. */
-    private void collectRun(byte[] prefix, int home, java.util.List<byte[]> keys, java.util.List<byte[]> values) {
+    private void collectRun(byte[] prefix, int home, long now, java.util.List<byte[]> keys,
+                            java.util.List<byte[]> values) {
         int mask = hashes.length - 1;
         for (int i = home & mask; offsets[i] != 0; i = (i + 1) & mask) {
             if (hashes[i] != home) {
                 continue;
             }
             long at = entryAt(i);
-            if (Platform.getInt(null, at + 4) >= prefix.length && keyEquals(at + HEADER, prefix)) {
+            if (Platform.getInt(null, at + 4) >= prefix.length && keyEquals(at + HEADER, prefix)
+                    && !TtlRule.expired(Platform.getLong(null, at + 12), now)) {
                 keys.add(keyAt(at));
                 values.add(valueAt(at));
             }
@@ -551,14 +558,27 @@ final class SlabCache {
 
     /** Every entry as it is now; later changes to the cache do not show in it. */
     Snapshot snapshot() {
+        return snapshot(Long.MIN_VALUE);
+    }
+
+    /** {@link #snapshot()} without the entries expired at {@code now} ({@code TtlRule}). */
+    Snapshot snapshot(long now) {
         int[] ids = new int[size];
         int[] offs = new int[size];
         int n = 0;
         for (int i = 0; i < offsets.length; i++) {
             if (offsets[i] != 0) {
+                int off = (offsets[i] & ~ACCESSED) - 1;
+                if (now != Long.MIN_VALUE && TtlRule.expired(Platform.getLong(null, slab(slabIds[i]).address + off + 12), now)) {
+                    continue;
+                }
                 ids[n] = slabIds[i];
-                offs[n++] = (offsets[i] & ~ACCESSED) - 1;
+                offs[n++] = off;
             }
+        }
+        if (n < size) {
+            ids = java.util.Arrays.copyOf(ids, n);
+            offs = java.util.Arrays.copyOf(offs, n);
         }
         Slab[] slabs = new Slab[slabCount];
         for (int k = 0; k < slabCount; k++) {

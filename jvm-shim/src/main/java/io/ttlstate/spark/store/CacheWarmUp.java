@@ -8,11 +8,13 @@ import io.ttlstate.spark.protocol.FrameWriter;
 import io.ttlstate.spark.protocol.Op;
 import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
+import io.ttlstate.spark.ttl.TtlRule;
 
 /**
- * The cache warm-up: after a load from the checkpoint, reads every visible entry of the loaded
- * version once (one read transaction, ITER_OPEN with expiry times) to build the view's key
- * filter and to warm its value cache while the cache has room. A version that fits entirely
+ * The cache warm-up: after a load from the checkpoint, reads every entry of the loaded
+ * version once (one read transaction, ITER_OPEN with expiry times; with TTL the expired
+ * entries too, for the filter only) to build the view's key filter and to warm its value
+ * cache with the visible entries while the cache has room. A version that fits entirely
  * leaves the view complete, so its reads and iterators need no worker
  * ({@link CachedVersionView#entriesIfComplete}).
  */
@@ -28,13 +30,19 @@ final class CacheWarmUp {
         try {
             KeyFilter filter = new KeyFilter(numKeys);
             metrics.roundTrip();
+            // with TTL every stored entry, the expired ones too: the filter must hold every stored
+            // key, as it tells presence hints "not stored" (RemoteTxn.stored)
+            boolean ttl = settings.ttlMs != 0;
             FrameReader r = conn.call(FrameWriter.request(Op.ITER_OPEN, txn.handle()).bytes(new byte[0])
-                    .u32(CHUNK_ENTRIES).u8(Op.ITER_PAIRS_WITH_EXPIRY));
+                    .u32(CHUNK_ENTRIES).u8(ttl ? Op.ITER_STORED_WITH_EXPIRY : Op.ITER_PAIRS_WITH_EXPIRY));
+            // an expired entry goes into the filter only, unless reads may return it (as they did
+            // when the warm-up read the visible entries)
+            long hideExpiredAt = ttl && !settings.ttlReturnExpired ? batchTimestampMs : Long.MIN_VALUE;
             long iter = Replies.decode(r::u32);
             long read = 0;
             boolean rememberedAll = true;
             while (true) {
-                Chunk c = readChunk(r, filter, view, version);
+                Chunk c = readChunk(r, filter, view, version, hideExpiredAt);
                 read += c.entries;
                 rememberedAll &= c.rememberedAll;
                 if (c.last) {
@@ -62,7 +70,8 @@ final class CacheWarmUp {
         }
     }
 
-    private static Chunk readChunk(FrameReader r, KeyFilter filter, CachedVersionView view, long version) {
+    private static Chunk readChunk(FrameReader r, KeyFilter filter, CachedVersionView view, long version,
+                                   long hideExpiredAt) {
         return Replies.decode(() -> {
             boolean last = r.bool();
             int n = r.count(16);
@@ -72,6 +81,9 @@ final class CacheWarmUp {
                 byte[] value = r.bytes();
                 long expiresAt = r.i64();
                 filter.add(key);
+                if (TtlRule.expired(expiresAt, hideExpiredAt)) {
+                    continue; // stored, not visible: the view holds the visible entries
+                }
                 if (view.hasRoomFor(key.length + value.length + view.entryOverhead())) {
                     view.remember(key, value, expiresAt, version);
                 } else {

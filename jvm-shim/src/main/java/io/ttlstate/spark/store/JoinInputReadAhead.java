@@ -16,8 +16,9 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
  * (to join), and this side's count (to append the row). For a block of rows this reads the
  * other side's counts of the block's keys, then the values they name, then this side's counts,
  * into the stores' caches in one MULTI_GET each. Stores whose cache answers every key (a
- * complete view) or with TTL (a worker read may refresh or expire an entry) are left out; with
- * none left the rows pass through.
+ * complete view) or whose worker reads do more than the operator's (with TTL under
+ * OnReadAndWrite or ReturnExpiredIfNotCleanedUp) are left out; with none left the rows pass
+ * through.
  */
 final class JoinInputReadAhead implements ReadAheadBlocks.Reader {
     /** Rows per block: larger blocks of sorted keys ran the large join 3% slower (DESIGN 86). */
@@ -65,7 +66,7 @@ final class JoinInputReadAhead implements ReadAheadBlocks.Reader {
             otherLayout = JoinStores.forValues(otherValuesStore, keyFields);
             key = new UnsafeRow(keyFields);
         }
-        // the values to read are named by the other side's counts, read into its view (none with TTL)
+        // the values to read are named by the other side's counts, read into its view (none where its worker reads do more than the operator's)
         if (otherCounts == null || otherCounts.prefetchRoom() == 0 || otherLayout == null) {
             valuesRoom = 0;
         }

@@ -38,11 +38,14 @@ final class JoinPrefetch implements ChunkIterator.BlockListener {
         this.layout = layout;
     }
 
-    /** The prefetch for iterators of {@code counts} (a join's counts store without TTL), or null. */
-    static JoinPrefetch forCounts(RemoteStore counts, KeyCodec codec, long ttlMs) {
+    /**
+     * The prefetch for iterators of {@code counts} (a join's counts store whose worker reads do
+     * nothing the operator's would not, {@link StoreSettings#readsLikeTheWorker}), or null.
+     */
+    static JoinPrefetch forCounts(RemoteStore counts, KeyCodec codec, StoreSettings settings) {
         StateStoreId id = counts.stateStoreId();
         String countsEnd = "-" + JoinStores.COUNTS_SUFFIX;
-        if (ttlMs != 0 || id == null || codec.hasPrefix() || !id.storeName().endsWith(countsEnd)) {
+        if (!settings.readsLikeTheWorker(false) || id == null || codec.hasPrefix() || !id.storeName().endsWith(countsEnd)) {
             return null;
         }
         String side = id.storeName().substring(0, id.storeName().length() - countsEnd.length());

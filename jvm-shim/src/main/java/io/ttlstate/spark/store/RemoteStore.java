@@ -800,7 +800,7 @@ public final class RemoteStore {
         synchronized (this) {
             s = settings;
         }
-        return s == null ? null : JoinPrefetch.forCounts(this, codec, s.ttlMs);
+        return s == null ? null : JoinPrefetch.forCounts(this, codec, s);
     }
 
     /** Heap bytes of the view's value cache and key filter (0 while there is none). */

@@ -49,12 +49,14 @@ final class RemoteTxn {
     private final StoreMetrics metrics;
     private final Map<KeyBytes, byte[]> written = new HashMap<>();
     /**
-     * Whether the worker found each key it answered a read of and the view could not keep
-     * (stores without TTL, write transactions): the presence hint of the key's first write in
-     * a state larger than the cache. Only those keys, so a read-ahead the view holds (a join's)
-     * fills no map. Bounded by {@link #MAX_ANSWERED}.
+     * What the worker stored for each key it answered a read of and the view could not keep
+     * (write transactions that may give presence hints): {@link CachedVersionView#NOT_STORED},
+     * or the entry's {@code expiresAt} ({@code Long.MAX_VALUE} without TTL; with TTL only a
+     * live entry's); the presence hint of the key's first write in a state larger than the
+     * cache. Only those keys, so a read-ahead the view holds (a join's) fills no map. Bounded
+     * by {@link #MAX_ANSWERED}.
      */
-    private Map<KeyBytes, Boolean> answered;
+    private Map<KeyBytes, Long> answered;
     static final int MAX_ANSWERED = 1 << 18;
     private FrameWriter batch;
     /** The last batch's writer once sent, reused for the next (a frame grows to {@code writeBatchBytes} once per transaction). */
@@ -119,58 +121,80 @@ final class RemoteTxn {
 
     void put(byte[] key, byte[] value) {
         KeyBytes k = new KeyBytes(key); // hashed once for this transaction's maps
-        int kind = Op.RECORD_PUT;
-        CachedVersionView.Presence p = presence(k);
-        if (p == CachedVersionView.Presence.PRESENT) {
-            kind = Op.RECORD_PUT_OVER;
-        } else if (p == CachedVersionView.Presence.ABSENT) {
-            kind = Op.RECORD_PUT_NEW;
+        long s = stored(k);
+        if (s == CachedVersionView.NOT_STORED) {
+            batch().u8(Op.RECORD_PUT_NEW).bytes(key).bytes(value);
+        } else if (s == CachedVersionView.STORED_UNKNOWN) {
+            batch().u8(Op.RECORD_PUT).bytes(key).bytes(value);
+        } else if (settings.ttlMs == 0) {
+            batch().u8(Op.RECORD_PUT_OVER).bytes(key).bytes(value);
+        } else {
+            batch().u8(Op.RECORD_PUT_OVER_LIVE).bytes(key).bytes(value).i64(s);
         }
-        batch().u8(kind).bytes(key).bytes(value);
         buffered(k, value);
     }
 
     void remove(byte[] key) {
         KeyBytes k = new KeyBytes(key);
-        CachedVersionView.Presence p = presence(k);
-        if (p == CachedVersionView.Presence.ABSENT) {
+        long s = stored(k);
+        if (s == CachedVersionView.NOT_STORED) {
             written.put(k, TOMBSTONE); // nothing to remove: the worker need not know
             noteWrittenWhileAhead(k);
             if (direct && view != null) {
                 view.written(k, null, writeExpiry, version);
             }
+            if (settings.ttlMs != 0) {
+                answeredHere(); // the access the worker's remove would have counted for its cleanup
+            }
             return;
         }
-        batch().u8(p == CachedVersionView.Presence.PRESENT ? Op.RECORD_REMOVE_PRESENT : Op.RECORD_REMOVE).bytes(key);
+        if (s == CachedVersionView.STORED_UNKNOWN) {
+            batch().u8(Op.RECORD_REMOVE).bytes(key);
+        } else if (settings.ttlMs == 0) {
+            batch().u8(Op.RECORD_REMOVE_PRESENT).bytes(key);
+        } else {
+            batch().u8(Op.RECORD_REMOVE_LIVE).bytes(key).i64(s);
+        }
         buffered(k, TOMBSTONE);
     }
 
     /**
-     * Whether the worker will find {@code key} stored when it applies this write, if the view
-     * (or the worker's answer to a read of it, {@link #answered}) knows and it matters, on a
-     * store without TTL (with TTL the worker needs the old entry's timestamp anyway, and an
-     * expired entry the view does not show may still be stored). A transaction writing into the
-     * database changes the view as it writes (sent or not: the worker applies a key's records
-     * in order), so the view answers for any write; for one with an overlay the view is the
-     * committed version, so only a key's first write may ask it. The worker's answer tells what
-     * was stored before the key was written: its first write takes it out of {@code answered}.
-     * The view follows this transaction alone: the worker begins no other transaction on the
-     * store while a direct one is open, and a reload or a lost connection resets the view to
-     * no version, where it answers UNKNOWN.
+     * What the worker will find stored for {@code key} when it applies this write, if the view
+     * (or the worker's answer to a read of it, {@link #answered}) knows and it matters:
+     * {@link CachedVersionView#NOT_STORED}, {@link CachedVersionView#STORED_UNKNOWN}, or the
+     * stored entry's {@code expiresAt} ({@link CachedVersionView#stored}). With TTL (a
+     * transaction whose clock the JVM knows: the view's, DESIGN 102) only a live entry's, as
+     * the worker deletes expired ones on its own (cleanup on read, incremental cleanup,
+     * compaction filter) but never a live one, and "not stored" only from the key filter,
+     * which holds every stored key; the worker takes the old entry's timestamp for its
+     * histogram from {@code expiresAt}. A transaction writing into the database changes the
+     * view as it writes (sent or not: the worker applies a key's records in order), so the
+     * view answers for any write; for one with an overlay the view is the committed version,
+     * so only a key's first write may ask it. The worker's answer tells what was stored before
+     * the key was written: its first write takes it out of {@code answered}. The view follows
+     * this transaction alone: the worker begins no other transaction on the store while a
+     * direct one is open, and a reload or a lost connection resets the view to no version,
+     * where it answers STORED_UNKNOWN.
      */
-    private CachedVersionView.Presence presence(KeyBytes k) {
-        if (settings.ttlMs != 0 || readOnly) {
-            return CachedVersionView.Presence.UNKNOWN;
+    private long stored(KeyBytes k) {
+        if (readOnly || !hints()) {
+            return CachedVersionView.STORED_UNKNOWN;
         }
-        Boolean found = answered == null ? null : answered.remove(k);
+        Long found = answered == null ? null : answered.remove(k);
         if (!direct && written.containsKey(k)) {
-            return CachedVersionView.Presence.UNKNOWN;
+            return CachedVersionView.STORED_UNKNOWN;
         }
-        CachedVersionView.Presence p = view == null ? CachedVersionView.Presence.UNKNOWN : view.presence(k, version);
-        if (p == CachedVersionView.Presence.UNKNOWN && found != null) {
-            return found ? CachedVersionView.Presence.PRESENT : CachedVersionView.Presence.ABSENT;
+        long s = view == null ? CachedVersionView.STORED_UNKNOWN
+                : view.stored(k, version, batchTimestampMs, settings.ttlMs != 0);
+        if (s == CachedVersionView.STORED_UNKNOWN && found != null) {
+            return found;
         }
-        return p;
+        return s;
+    }
+
+    /** Whether this transaction's writes may carry presence hints: without TTL, or with the view's (batch) clock. */
+    private boolean hints() {
+        return settings.ttlMs == 0 || view != null;
     }
 
     /** Records a write just appended to the batch; sends the batch once it is big enough. */
@@ -251,22 +275,46 @@ final class RemoteTxn {
     /** One {@code optbytes value [i64 expiresAt]} of a GET or MULTI_GET reply, remembered in the view. */
     private byte[] readValue(FrameReader r, byte[] key) throws ProtocolException {
         byte[] value = r.optbytes();
+        long expiresAt = 0;
         if (value != null) {
-            long expiresAt = r.i64();
+            expiresAt = r.i64();
             if (view != null) {
                 view.remember(key, value, expiresAt, version);
             }
         }
-        if (settings.ttlMs == 0 && !readOnly
-                && (view == null || view.presence(key, version) == CachedVersionView.Presence.UNKNOWN)) {
-            if (answered == null) {
-                answered = new HashMap<>();
-            }
-            if (answered.size() < MAX_ANSWERED) {
-                answered.put(new KeyBytes(key), value != null);
+        if (!readOnly && hints()) {
+            KeyBytes k = new KeyBytes(key);
+            if (view == null || view.stored(k, version, batchTimestampMs, settings.ttlMs != 0)
+                    == CachedVersionView.STORED_UNKNOWN) {
+                answered(k, value, expiresAt);
             }
         }
         return value;
+    }
+
+    /**
+     * Remembers what the worker answered for {@code k} as {@link #answered}: a write
+     * transaction's read of an expired entry deleted it (cleanup on read), so an absent answer
+     * means not stored; with TTL a value counts only if live at this transaction's clock (an
+     * expired one returned under {@code ReturnExpiredIfNotCleanedUp} was deleted by the read).
+     */
+    private void answered(KeyBytes k, byte[] value, long expiresAt) {
+        long s;
+        if (value == null) {
+            s = CachedVersionView.NOT_STORED;
+        } else if (settings.ttlMs == 0) {
+            s = Long.MAX_VALUE;
+        } else if (!TtlRule.expired(expiresAt, batchTimestampMs) && expiresAt != Long.MAX_VALUE) {
+            s = expiresAt;
+        } else {
+            return;
+        }
+        if (answered == null) {
+            answered = new HashMap<>();
+        }
+        if (answered.size() < MAX_ANSWERED) {
+            answered.put(k, s);
+        }
     }
 
     /**
@@ -280,8 +328,8 @@ final class RemoteTxn {
     /**
      * {@link #multiGet} for a read-ahead that needs the values to know what to read next (a
      * join's counts, {@link JoinInputReadAhead}): counts no read, refreshes nothing, and adds
-     * what the worker answered to {@code prefetched}. Only for a transaction with a view and
-     * without TTL ({@link #prefetchRoom} above 0).
+     * what the worker answered to {@code prefetched}. Only for a transaction with a view whose
+     * worker reads do nothing the operator's reads would not ({@link #prefetchRoom} above 0).
      */
     byte[][] readAhead(byte[][] keys) {
         return values(keys, true);
@@ -412,8 +460,9 @@ final class RemoteTxn {
     /**
      * Reads into the view, in one MULTI_GET, the values of those {@code keys} that neither
      * this transaction's writes nor the view can answer, for reads the operator makes next
-     * ({@link JoinPrefetch}). Only without TTL (a worker read may refresh or expire entries);
-     * counts nothing as a read. Returns the keys asked.
+     * ({@link JoinPrefetch}). Only where a worker read does nothing the operator's would not
+     * ({@link StoreSettings#readsLikeTheWorker}: with TTL, it may clean up an expired entry,
+     * which no read sees); counts nothing as a read. Returns the keys asked.
      */
     int prefetch(byte[][] keys) {
         completeAhead();
@@ -478,9 +527,12 @@ final class RemoteTxn {
         }
     }
 
-    /** Those of {@code keys} neither this transaction's writes nor the view can answer (none without a view or with TTL). */
+    /**
+     * Those of {@code keys} neither this transaction's writes nor the view can answer (none
+     * without a view, or where a worker read does more than the operator's would).
+     */
     private byte[][] unknown(byte[][] keys) {
-        if (view == null || ended || settings.ttlMs != 0) {
+        if (view == null || ended || !settings.readsLikeTheWorker(false)) {
             return new byte[0][];
         }
         byte[][] ask = new byte[keys.length][];
@@ -498,7 +550,7 @@ final class RemoteTxn {
      * {@link CachedVersionView#prefetchRoom}).
      */
     int prefetchRoom() {
-        return view == null || ended || settings.ttlMs != 0 ? 0 : view.prefetchRoom();
+        return view == null || ended || !settings.readsLikeTheWorker(false) ? 0 : view.prefetchRoom();
     }
 
     /**
@@ -575,8 +627,10 @@ final class RemoteTxn {
 
     /**
      * Every entry this transaction sees whose key starts with {@code prefix} (all if empty),
-     * served from the JVM when the view holds the whole version and the store has no TTL
-     * (whose reads refresh, expire and count accesses in the worker); else null. A direct
+     * served from the JVM when the view holds the whole version and a worker iterator would do
+     * nothing the operator could see ({@link StoreSettings#readsLikeTheWorker}: with TTL the
+     * view holds every live entry, and the scan leaves out those expired at the transaction's
+     * clock, as the worker's iterator does; it cleans up none, which no read sees); else null. A direct
      * transaction's view already shows its writes; any other's writes (of the prefix) overlay
      * the view's snapshot. All entries: chunks of at most {@code chunkEntries} {keys, values},
      * copied out as walked ({@link CachedVersionView#entriesIfComplete}); a prefix's: one chunk
@@ -585,14 +639,15 @@ final class RemoteTxn {
      * sorting a group of 100 keys cost more than finding and copying it (DESIGN 74).
      */
     private java.util.Iterator<byte[][][]> residentEntries(byte[] prefix) {
-        if (view == null || settings.ttlMs != 0 || ended) {
+        if (view == null || !settings.readsLikeTheWorker(true) || ended) {
             return null;
         }
+        long now = settings.ttlMs == 0 ? Long.MIN_VALUE : batchTimestampMs; // MIN_VALUE: nothing expires
         java.util.Iterator<byte[][][]> entries;
         if (prefix.length == 0) {
-            entries = view.entriesIfComplete(version, settings.iteratorChunkEntries);
+            entries = view.entriesIfComplete(version, settings.iteratorChunkEntries, now);
         } else {
-            byte[][][] held = view.withPrefixIfComplete(version, prefix);
+            byte[][][] held = view.withPrefixIfComplete(version, prefix, now);
             entries = held == null ? null : java.util.Collections.singletonList(held).iterator();
         }
         if (entries == null) {

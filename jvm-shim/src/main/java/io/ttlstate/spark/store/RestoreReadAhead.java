@@ -6,8 +6,9 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
  * What a streaming aggregation's restore reads next: the state of each key of its input, one
  * {@code get} each (docs/DESIGN.md 68; {@code StateReadAheadExec} runs it under Spark's
  * {@code StateStoreRestoreExec}). A block's keys are read into the store's cache in one
- * MULTI_GET, in key order. A store whose cache answers every key itself (a complete view), or
- * with TTL (a worker read may refresh or expire an entry), needs none.
+ * MULTI_GET, in key order. A store whose cache answers every key itself (a complete view)
+ * needs none; nor can a store whose worker reads do more than the operator's would (with TTL:
+ * under OnReadAndWrite or ReturnExpiredIfNotCleanedUp, {@link StoreSettings#readsLikeTheWorker}).
  */
 final class RestoreReadAhead implements ReadAheadBlocks.Reader {
     private final StateStoreId id;

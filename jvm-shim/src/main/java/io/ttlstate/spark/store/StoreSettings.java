@@ -32,6 +32,10 @@ final class StoreSettings {
     final boolean ttlEventTime;
     /** The worker's incremental cleanup counts state accesses (so reads the JVM answers are reported). */
     final boolean ttlCountsAccesses;
+    /** TTL's {@code ReturnExpiredIfNotCleanedUp}: reads may return an expired entry the worker still stores. */
+    final boolean ttlReturnExpired;
+    /** The worker's incremental cleanup counts every entry an iterator returns as an access. */
+    final boolean ttlCountsEveryRecord;
     /** Sample every n-th get and put for the latency metrics; 0: latency tracking is off. */
     final int latencySampleInterval;
 
@@ -50,6 +54,8 @@ final class StoreSettings {
         ttlBatchClock = flag(resolved, "ttl.batchClock");
         ttlEventTime = flag(resolved, "ttl.eventTime");
         ttlCountsAccesses = flag(resolved, "ttl.countsAccesses");
+        ttlReturnExpired = flag(resolved, "ttl.returnExpired");
+        ttlCountsEveryRecord = flag(resolved, "ttl.countsEveryRecord");
         latencySampleInterval = flag(resolved, "latencyTracking.enabled")
                 ? (int) number(resolved, "latencyTracking.sampleInterval") : 0;
     }
@@ -62,6 +68,22 @@ final class StoreSettings {
      */
     boolean viewUsable(long batchTimestampMs) {
         return ttlMs == 0 || (ttlBatchClock && batchTimestampMs >= 0);
+    }
+
+    /**
+     * Whether a transaction that may use the view ({@link #viewUsable}) may also read ahead
+     * through the worker (prefetch, read-ahead) and scan the view instead of the worker
+     * (resident scans): a worker read and a worker iterator then do nothing the operator's own
+     * reads would not, but clean up expired entries, which no read of it can see. Not under
+     * {@code OnReadAndWrite} (a worker read refreshes the entry: a read-ahead of a key the
+     * operator then does not read would refresh it; a scan refreshes every entry), nor under
+     * {@code ReturnExpiredIfNotCleanedUp} (a worker read that cleans an expired entry up
+     * changes what the operator's read returns; the view need not hold the expired entries a
+     * scan returns), nor, for scans, when the cleanup counts every record an iterator returns
+     * (DESIGN 102).
+     */
+    boolean readsLikeTheWorker(boolean scan) {
+        return ttlMs == 0 || (!ttlRefreshOnRead && !ttlReturnExpired && !(scan && ttlCountsEveryRecord));
     }
 
     private static String required(Map<String, String> resolved, String name) {
