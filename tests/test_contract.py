@@ -279,6 +279,31 @@ def test_maintenance_snapshots_and_retention(js, tmp_path):
         assert len(js.data(js.get_store(js.provider(root), v))) == v
 
 
+def test_maintenance_snapshots_a_large_changelog_before_min_deltas(js, tmp_path):
+    """A version whose changelog is large (over 1 MiB) is snapshotted by the next maintenance
+    even before `minDeltasForSnapshot` versions (DESIGN 102): as Spark's RocksDB provider
+    snapshots a version with over 10,000 changes, so a restart after a large batch does not
+    replay it. A small changelog after that waits for `minDeltasForSnapshot` as before."""
+    import base64
+    root = new_root(tmp_path)
+    p = js.provider(root, conf=js.store_conf(**{"spark.sql.streaming.stateStore.minDeltasForSnapshot": "10"}))
+    s = js.get_store(p, 0)
+    rng = random.Random(7)
+    for i in range(400):  # 400 keys of 4 KiB of incompressible text: a changelog of over 1 MiB
+        js.put(s, base64.b64encode(rng.randbytes(3072)).decode(), i, i)
+    s.commit()
+    changelog = os.path.join(_store_dir(root), "1.changelog")
+    assert os.path.getsize(changelog) > 1 << 20, os.path.getsize(changelog)
+    p.doMaintenance()
+    assert _versions(_files(root), ".manifest") == [1]
+    s = js.get_store(p, 1)
+    js.put(s, "small", 1, 1)
+    s.commit()
+    p.doMaintenance()  # 1 small changelog since the snapshot, minDeltasForSnapshot 10: none
+    assert _versions(_files(root), ".manifest") == [1]
+    p.close()
+
+
 def test_a_snapshot_due_while_a_batch_writes_is_taken_at_its_commit(js, tmp_path):
     """Snapshot maintenance that finds a snapshot due while a write store is open does not
     write one then (the worker's database is being written); before DESIGN 100 it skipped the

@@ -107,6 +107,11 @@ public final class StoreCheckpoint {
         public long manifestVersion() {
             return plan.manifestVersion();
         }
+
+        /** Bytes of the changelogs the load replayed after its manifest. */
+        public long changelogBytes() {
+            return plan.changelogs.stream().mapToLong(f -> f.status == null ? 0 : f.status.getLen()).sum();
+        }
     }
 
     /**

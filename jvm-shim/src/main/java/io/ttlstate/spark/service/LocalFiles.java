@@ -27,6 +27,15 @@ public final class LocalFiles {
         return id.operatorId() + "_" + id.partitionId() + "_" + id.storeName().replaceAll("[^A-Za-z0-9._-]", "_");
     }
 
+    /** The size of file {@code path} in bytes, 0 if it cannot be read. */
+    public static long sizeOrZero(Path path) {
+        try {
+            return Files.size(path);
+        } catch (IOException e) {
+            return 0;
+        }
+    }
+
     /** Deletes {@code path} (a file, or a directory with everything under it); failures are logged at DEBUG. */
     public static void deleteQuietly(Path path) {
         if (path == null || !Files.exists(path)) {

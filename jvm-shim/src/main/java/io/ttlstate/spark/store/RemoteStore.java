@@ -84,6 +84,8 @@ public final class RemoteStore {
     /** The checkpoint id of the loaded version (format v2; null for version 0 and in v1). */
     private String loadedId;
     private long lastSnapshotVersion;
+    /** Bytes of the changelogs after the last snapshot: what a load of the loaded version would replay. */
+    private long changelogBytesSinceSnapshot;
     /**
      * A snapshot maintenance round found a snapshot due while a write store was writing: the
      * next commit snapshots (DESIGN 100).
@@ -411,6 +413,7 @@ public final class RemoteStore {
         loadedVersion = version;
         loadedId = l.id();
         lastSnapshotVersion = l.manifestVersion();
+        changelogBytesSinceSnapshot = l.changelogBytes();
         snapshotDue = false;
         // as Spark's providers do at a load (RocksDB: version 0 or the snapshot it started from;
         // HDFS: loadMap), so a new query run's store is not lagging from its first batch
@@ -447,6 +450,7 @@ public final class RemoteStore {
             loadedId = null;
             if (changelog != null) {
                 checkpoint.uploadChangelog(changelog, newVersion, newId, store.baseId(), store.metrics, written);
+                changelogBytesSinceSnapshot += LocalFiles.sizeOrZero(changelog);
             } else if (newId == null) {
                 checkpoint.deleteEarlierChangelog(newVersion);
             }
@@ -538,6 +542,7 @@ public final class RemoteStore {
     private void snapshot(StoreMetrics metrics, List<org.apache.hadoop.fs.Path> written) throws IOException {
         checkpoint.snapshot(conn, storeHandle, loadedVersion, loadedId, tmpPath("snapshot"), metrics, written);
         lastSnapshotVersion = loadedVersion;
+        changelogBytesSinceSnapshot = 0;
         snapshotDue = false;
         reportSnapshotUploaded(loadedVersion);
     }
@@ -582,14 +587,25 @@ public final class RemoteStore {
     // ---- maintenance --------------------------------------------------------------------
 
     /**
-     * Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs followed the
-     * last snapshot; while a write store writes, its commit does (DESIGN 100).
+     * Changelog bytes after the last snapshot from which maintenance snapshots whatever
+     * {@code minDeltasForSnapshot} says (DESIGN 102): as Spark's RocksDB provider snapshots a
+     * version whose changelog holds over 10,000 entries, so a restart replays little.
+     */
+    static final long SNAPSHOT_AFTER_CHANGELOG_BYTES = 1L << 20;
+
+    /**
+     * Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs, or
+     * {@link #SNAPSHOT_AFTER_CHANGELOG_BYTES} of them, followed the last snapshot; while a write
+     * store writes, its commit does (DESIGN 100).
      */
     public synchronized void snapshotMaintenance() {
         if (closed || !connectionUsable() || loadedVersion <= 0) {
             return;
         }
-        if (loadedVersion - lastSnapshotVersion < storeConf.minDeltasForSnapshot()) {
+        boolean byDeltas = loadedVersion - lastSnapshotVersion >= storeConf.minDeltasForSnapshot();
+        boolean byBytes = loadedVersion > lastSnapshotVersion
+                && changelogBytesSinceSnapshot >= SNAPSHOT_AFTER_CHANGELOG_BYTES;
+        if (!byDeltas && !byBytes) {
             return;
         }
         if (writing()) {
