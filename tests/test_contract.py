@@ -281,7 +281,7 @@ def test_maintenance_snapshots_and_retention(js, tmp_path):
 
 def test_maintenance_snapshots_a_large_changelog_before_min_deltas(js, tmp_path):
     """A version whose changelog is large (over 1 MiB) is snapshotted by the next maintenance
-    even before `minDeltasForSnapshot` versions (DESIGN 102): as Spark's RocksDB provider
+    even before `minDeltasForSnapshot` versions (DESIGN 103): as Spark's RocksDB provider
     snapshots a version with over 10,000 changes, so a restart after a large batch does not
     replay it. A small changelog after that waits for `minDeltasForSnapshot` as before."""
     import base64

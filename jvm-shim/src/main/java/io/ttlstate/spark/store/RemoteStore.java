@@ -588,7 +588,7 @@ public final class RemoteStore {
 
     /**
      * Changelog bytes after the last snapshot from which maintenance snapshots whatever
-     * {@code minDeltasForSnapshot} says (DESIGN 102): as Spark's RocksDB provider snapshots a
+     * {@code minDeltasForSnapshot} says (DESIGN 103): as Spark's RocksDB provider snapshots a
      * version whose changelog holds over 10,000 entries, so a restart replays little.
      */
     static final long SNAPSHOT_AFTER_CHANGELOG_BYTES = 1L << 20;
