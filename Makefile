@@ -13,7 +13,7 @@ TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) bui
 BENCH_JAR := jvm-shim/build/libs/ttlstate-bench.jar
 BENCH_SOURCES := $(shell find jvm-shim/src/bench -name '*.java' 2>/dev/null) build.gradle
 
-.PHONY: setup deps jar demo cluster-demo test-java test test-quick test-thorough test-matrix spark-tests bench bench-smoke clean
+.PHONY: setup deps jar demo cluster-demo test-java test test-quick test-thorough test-matrix spark-tests bench bench-full bench-smoke clean
 
 setup: deps jar
 
@@ -90,11 +90,20 @@ test-matrix: setup
 spark-tests: setup
 	$(PYTHON) buildsys/spark_tests.py $(SPARK_TESTS_ARGS)
 
-# Every benchmark of benchmarks/ (several hours on 2 cores: the query comparison runs every provider
-# 3 times, the 200k-row join and the scale workloads are long); results in benchmarks/results/.
+# The headline tables (target: an hour on 2 cores): the six workloads at 10 batches on the user's
+# path (a plain session), with ttlstate.configure, with TTL on and on Spark's RocksDB provider,
+# 3 alternating rounds (benchmarks/results/comparison.md), and the first batch after a restart
+# (recovery.md). `make bench-full` runs every benchmark of benchmarks/ (several hours).
+BENCH_HEADLINE_KNOBS := BENCH_HEADLINE=1 BENCH_BATCHES=10
 bench: setup $(BENCH_JAR)
 	$(PYTHON) -m pip install -q -e '.[bench]'
-	$(PYTHON) -m pytest benchmarks/ --benchmark-only -s -q $(PYTEST_ARGS)
+	env $(BENCH_HEADLINE_KNOBS) $(PYTHON) -m pytest benchmarks/test_query_comparison.py benchmarks/test_recovery.py \
+		--benchmark-only -s -q $(PYTEST_ARGS)
+
+bench-full: setup $(BENCH_JAR)
+	$(PYTHON) -m pip install -q -e '.[bench]'
+	env BENCH_RECOVERY_WORKLOADS=aggregation-state-1m,aggregation-state-10m \
+		$(PYTHON) -m pytest benchmarks/ --benchmark-only -s -q $(PYTEST_ARGS)
 
 # `make bench` at small sizes (about a quarter of an hour): every part runs, checks what it checks
 # and writes its tables, into $(BENCH_SMOKE_RESULTS) instead of benchmarks/results/; at these sizes

@@ -30,7 +30,7 @@ ROUNDS = int(os.environ.get("BENCH_OPS_ROUNDS", "3"))
 WARMUPS = int(os.environ.get("BENCH_OPS_WARMUPS", "1"))
 PASSES = int(os.environ.get("BENCH_OPS_PASSES", "3"))
 RESULTS: dict[str, list[dict[str, float]]] = {}  # variant -> one {op: ns} per JVM
-RUNS = runner.alternating(ROUNDS, runner.VARIANTS)
+RUNS = runner.alternating(ROUNDS, [v for v in runner.VARIANTS if v not in runner.PLAIN_VARIANTS])  # one JVM: no session set-up
 
 
 def child(variant: str, root: str) -> None:
