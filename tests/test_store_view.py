@@ -401,9 +401,35 @@ def test_a_view_that_lost_a_value_iterates_through_the_worker(js, tmp_path):
     assert m["ttlstateCacheMisses"] == 0  # a complete view answers absent keys without its filter
 
 
-def test_ttl_stores_iterate_through_the_worker(js, tmp_path):
+def test_ttl_stores_scan_their_view_where_the_workers_scan_does_no_more(js, tmp_path):
+    """DESIGN 102: on the batch clock, under OnCreateAndWrite and NeverReturnExpired, a TTL
+    store's complete view serves a full scan, without the values expired at the transaction's
+    clock, and so does a fresh provider's view after its warm-up (which caches the live entries
+    only); under OnReadAndWrite the worker's iterator refreshes what it returns, so scans go
+    there."""
     root = new_root(tmp_path / "ckpt")
     p = js.provider(root, conf=js.store_conf(**{PREFIX + "ttl": "1s"}))
+    offsets(root, 0, 10_000)
+    _commit_keys(js, p, 0, range(10))  # expire at 11,000
+    offsets(root, 1, 10_500)
+    s = js.get_store(p, 1)
+    assert js.data(s) == {("k", i): i for i in range(10)}
+    assert js.custom_metrics(s)["ttlstateResidentScans"] == 1
+    for i in range(10, 15):
+        js.put(s, "k", i, i)  # expire at 11,500
+    assert s.commit() == 2
+    offsets(root, 2, 11_200)
+    live = {("k", i): i for i in range(10, 15)}
+    s = js.get_store(p, 2)
+    assert js.data(s) == live
+    assert js.custom_metrics(s)["ttlstateResidentScans"] == 1
+    fresh = js.provider(root, conf=js.store_conf(**{PREFIX + "ttl": "1s"}))
+    s = js.get_store(fresh, 2)
+    assert js.data(s) == live
+    assert js.custom_metrics(s)["ttlstateResidentScans"] == 1
+
+    root = new_root(tmp_path / "ckpt-read-and-write")
+    p = js.provider(root, conf=js.store_conf(**{PREFIX + "ttl": "1s", PREFIX + "updateType": "OnReadAndWrite"}))
     offsets(root, 0, 10_000)
     _commit_keys(js, p, 0, range(10))
     offsets(root, 1, 10_500)
