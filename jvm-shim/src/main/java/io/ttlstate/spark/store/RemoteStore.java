@@ -86,6 +86,8 @@ public final class RemoteStore {
     private long lastSnapshotVersion;
     /** Bytes of the changelogs after the last snapshot: what a load of the loaded version would replay. */
     private long changelogBytesSinceSnapshot;
+    /** Write records committed since the last snapshot (this provider's commits; a load counts none). */
+    private long recordsSinceSnapshot;
     /**
      * A snapshot maintenance round found a snapshot due while a write store was writing: the
      * next commit snapshots (DESIGN 100).
@@ -414,6 +416,7 @@ public final class RemoteStore {
         loadedId = l.id();
         lastSnapshotVersion = l.manifestVersion();
         changelogBytesSinceSnapshot = l.changelogBytes();
+        recordsSinceSnapshot = 0;
         snapshotDue = false;
         // as Spark's providers do at a load (RocksDB: version 0 or the snapshot it started from;
         // HDFS: loadMap), so a new query run's store is not lagging from its first batch
@@ -451,6 +454,7 @@ public final class RemoteStore {
             if (changelog != null) {
                 checkpoint.uploadChangelog(changelog, newVersion, newId, store.baseId(), store.metrics, written);
                 changelogBytesSinceSnapshot += LocalFiles.sizeOrZero(changelog);
+                recordsSinceSnapshot += store.txn().records();
             } else if (newId == null) {
                 checkpoint.deleteEarlierChangelog(newVersion);
             }
@@ -543,6 +547,7 @@ public final class RemoteStore {
         checkpoint.snapshot(conn, storeHandle, loadedVersion, loadedId, tmpPath("snapshot"), metrics, written);
         lastSnapshotVersion = loadedVersion;
         changelogBytesSinceSnapshot = 0;
+        recordsSinceSnapshot = 0;
         snapshotDue = false;
         reportSnapshotUploaded(loadedVersion);
     }
@@ -587,15 +592,18 @@ public final class RemoteStore {
     // ---- maintenance --------------------------------------------------------------------
 
     /**
-     * Changelog bytes after the last snapshot from which maintenance snapshots whatever
-     * {@code minDeltasForSnapshot} says (DESIGN 103): as Spark's RocksDB provider snapshots a
-     * version whose changelog holds over 10,000 entries, so a restart replays little.
+     * Changelog bytes, or write records, after the last snapshot from which maintenance
+     * snapshots whatever {@code minDeltasForSnapshot} says (DESIGN 103): as Spark's RocksDB
+     * provider snapshots a version whose changelog holds over 10,000 entries, so a restart
+     * replays little. Bytes catch what a load replayed (its record count is unknown here);
+     * records catch well-compressed changelogs (small keys and values: about 1.3 bytes a record).
      */
     static final long SNAPSHOT_AFTER_CHANGELOG_BYTES = 1L << 20;
+    static final long SNAPSHOT_AFTER_RECORDS = 10_000;
 
     /**
      * Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs, or
-     * {@link #SNAPSHOT_AFTER_CHANGELOG_BYTES} of them, followed the last snapshot; while a write
+     * {@link #SNAPSHOT_AFTER_CHANGELOG_BYTES} or {@link #SNAPSHOT_AFTER_RECORDS} of them, followed the last snapshot; while a write
      * store writes, its commit does (DESIGN 100).
      */
     public synchronized void snapshotMaintenance() {
@@ -603,9 +611,10 @@ public final class RemoteStore {
             return;
         }
         boolean byDeltas = loadedVersion - lastSnapshotVersion >= storeConf.minDeltasForSnapshot();
-        boolean byBytes = loadedVersion > lastSnapshotVersion
-                && changelogBytesSinceSnapshot >= SNAPSHOT_AFTER_CHANGELOG_BYTES;
-        if (!byDeltas && !byBytes) {
+        boolean byVolume = loadedVersion > lastSnapshotVersion
+                && (changelogBytesSinceSnapshot >= SNAPSHOT_AFTER_CHANGELOG_BYTES
+                    || recordsSinceSnapshot > SNAPSHOT_AFTER_RECORDS);
+        if (!byDeltas && !byVolume) {
             return;
         }
         if (writing()) {

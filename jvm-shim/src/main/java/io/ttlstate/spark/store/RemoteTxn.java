@@ -62,6 +62,8 @@ final class RemoteTxn {
     /** The last batch's writer once sent, reused for the next (a frame grows to {@code writeBatchBytes} once per transaction). */
     private FrameWriter spareBatch;
     private int batchCount;
+    /** Write records this transaction made (the length of its changelog, before a key's later records replace earlier ones). */
+    private long records;
     /** Reads answered in the JVM since the last flush, reported to the worker's TTL cleanup. */
     private int unsentAccesses;
     private boolean ended;
@@ -200,6 +202,7 @@ final class RemoteTxn {
     /** Records a write just appended to the batch; sends the batch once it is big enough. */
     private void buffered(KeyBytes k, byte[] writtenValue) {
         batchCount++;
+        records++;
         written.put(k, writtenValue);
         noteWrittenWhileAhead(k);
         if (direct && view != null) {
@@ -743,6 +746,11 @@ final class RemoteTxn {
             r.end();
             return c;
         });
+    }
+
+    /** Write records this transaction made (puts and removes). */
+    long records() {
+        return records;
     }
 
     /** ABORT, dropping unsent writes; idempotent. */
