@@ -7,9 +7,10 @@ import pathlib
 
 import pytest
 
-from ttlstate.ttl import expiration_ts, expired, expired_at, refreshes
+from ttlstate.ttl import event_time, expiration_ts, expired, expired_at, refreshes
 
 VECTORS = pathlib.Path(__file__).parent / "vectors" / "ttl.tsv"
+EVENT_TIME_VECTORS = VECTORS.with_name("ttl_event_time.tsv")
 
 
 def _vectors():
@@ -45,12 +46,48 @@ def test_the_jvm_follows_the_ttl_vectors(spark):
         assert rule.refreshes(long_(str(expires_at)), long_(str(now)), long_(str(ttl))) is refresh, (expires_at, now, ttl)
 
 
-@pytest.mark.parametrize("path", ["ttl.tsv"])
+def _event_time_vectors():
+    for line in EVENT_TIME_VECTORS.read_text().splitlines():
+        if line and not line.startswith("#"):
+            yield tuple(int(x) for x in line.split("\t"))
+
+
+def test_the_event_time_vectors_cover_watermark_zero_stamping_and_saturation():
+    vs = list(_event_time_vectors())
+    assert len(vs) > 50
+    unstamped = event_time.UNSTAMPED
+    assert any(clock == 0 and ttl > 0 and write == unstamped for _, ttl, clock, write, _, _ in vs)
+    assert any(ts == unstamped and clock > 0 and ttl > 0 and stamped < unstamped for ts, ttl, clock, _, _, stamped in vs)
+    # a saturated expiry that is not UNSTAMPED keeps it (the JVM cannot tell the two apart)
+    assert any(ts != unstamped and entry == unstamped and clock > 0 for ts, _, clock, _, entry, _ in vs)
+
+
+def test_python_follows_the_event_time_vectors():
+    """The worker's rules: a write at watermark `clock` carries `event_time.stamp(clock)`;
+    `Txn.stamp_unstamped` gives an UNSTAMPED entry the clock when `needs_stamping`."""
+    for ts, ttl, clock, write, entry, stamped in _event_time_vectors():
+        assert expiration_ts(event_time.stamp(clock), ttl) == write, (ttl, clock)
+        assert expiration_ts(ts, ttl) == entry, (ts, ttl)
+        new_ts = clock if ts == event_time.UNSTAMPED and event_time.needs_stamping(clock, 1) else ts
+        assert expiration_ts(new_ts, ttl) == stamped, (ts, ttl, clock)
+
+
+def test_the_jvm_follows_the_event_time_vectors(spark):
+    rule = spark._jvm.io.ttlstate.spark.ttl.TtlRule
+    long_ = spark._jvm.java.lang.Long.parseLong
+    for ts, ttl, clock, write, entry, stamped in _event_time_vectors():
+        assert rule.eventTimeWriteExpiresAt(long_(str(clock)), long_(str(ttl))) == write, (clock, ttl)
+        assert rule.eventTimeStamped(long_(str(entry)), long_(str(clock)), long_(str(ttl))) == stamped, (entry, clock, ttl)
+
+
+@pytest.mark.parametrize("path", ["ttl.tsv", "ttl_event_time.tsv"])
 def test_the_vectors_are_generated(path):
     """The file is what make_ttl_vectors.py writes (nobody edited an expectation by hand)."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("make_ttl_vectors", VECTORS.with_name("make_ttl_vectors.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    expected = list(mod.cases())
-    assert list(_vectors()) == expected
+    if path == "ttl.tsv":
+        assert list(_vectors()) == list(mod.cases())
+    else:
+        assert list(_event_time_vectors()) == list(mod.event_time_cases())

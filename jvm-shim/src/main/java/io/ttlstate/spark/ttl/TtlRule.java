@@ -31,6 +31,30 @@ public final class TtlRule {
         return expiresAt(now, ttlMs) != expiresAt;
     }
 
+    /**
+     * EventTime (the clock is the batch's watermark, DESIGN 61): the expiry time of a write at
+     * {@code clock}. At watermark 0 ("no watermark yet", and below) the worker stamps the write
+     * UNSTAMPED ({@code Long.MAX_VALUE}), which never expires: {@link #NEVER}, not
+     * {@code expiresAt(0, ttlMs)}. {@code ttlstate.ttl.event_time.stamp}.
+     */
+    public static long eventTimeWriteExpiresAt(long clock, long ttlMs) {
+        return clock > 0 ? expiresAt(clock, ttlMs) : NEVER;
+    }
+
+    /**
+     * EventTime: the expiry time, after a write transaction at {@code clock} began, of an entry
+     * that expired at {@code expiresAt} before it. The worker stamps every UNSTAMPED entry with
+     * the first write transaction's watermark past 0 ({@code Txn.stamp_unstamped}), so an entry
+     * that never expired gets {@code expiresAt(clock, ttlMs)}; any other keeps its time. The
+     * JVM cannot tell UNSTAMPED from a time saturated by {@code ts + ttlMs}, but such an entry
+     * was written at a watermark {@code ts >= NEVER - ttlMs}, and the watermark never goes back
+     * ({@code clock >= ts}), so {@code expiresAt(clock, ttlMs)} is {@link #NEVER} for it too
+     * (DESIGN 104).
+     */
+    public static long eventTimeStamped(long expiresAt, long clock, long ttlMs) {
+        return expiresAt == NEVER && clock > 0 ? expiresAt(clock, ttlMs) : expiresAt;
+    }
+
     /** Whether an entry that expires at {@code expiresAt} is expired at {@code now}. */
     public static boolean expired(long expiresAt, long now) {
         return expiresAt <= now;
