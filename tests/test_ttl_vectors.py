@@ -49,35 +49,41 @@ def test_the_jvm_follows_the_ttl_vectors(spark):
 def _event_time_vectors():
     for line in EVENT_TIME_VECTORS.read_text().splitlines():
         if line and not line.startswith("#"):
-            yield tuple(int(x) for x in line.split("\t"))
+            *numbers, refresh = line.split("\t")
+            yield (*(int(x) for x in numbers), refresh == "true")
 
 
 def test_the_event_time_vectors_cover_watermark_zero_stamping_and_saturation():
     vs = list(_event_time_vectors())
     assert len(vs) > 50
     unstamped = event_time.UNSTAMPED
-    assert any(clock == 0 and ttl > 0 and write == unstamped for _, ttl, clock, write, _, _ in vs)
-    assert any(ts == unstamped and clock > 0 and ttl > 0 and stamped < unstamped for ts, ttl, clock, _, _, stamped in vs)
+    assert any(clock == 0 and ttl > 0 and write == unstamped for _, ttl, clock, write, *_ in vs)
+    assert any(ts == unstamped and clock > 0 and ttl > 0 and stamped < unstamped for ts, ttl, clock, _, _, stamped, _ in vs)
     # a saturated expiry that is not UNSTAMPED keeps it (the JVM cannot tell the two apart)
-    assert any(ts != unstamped and entry == unstamped and clock > 0 for ts, _, clock, _, entry, _ in vs)
+    assert any(ts != unstamped and entry == unstamped and clock > 0 for ts, _, clock, _, entry, *_ in vs)
+    # at watermark 0 a read of an UNSTAMPED entry refreshes nothing; past it, a stamped one refreshes later
+    assert any(ts == unstamped and clock == 0 and ttl > 0 and not r for ts, ttl, clock, *_, r in vs)
+    assert any(r and ts != unstamped for ts, *_, r in vs)
 
 
 def test_python_follows_the_event_time_vectors():
     """The worker's rules: a write at watermark `clock` carries `event_time.stamp(clock)`;
     `Txn.stamp_unstamped` gives an UNSTAMPED entry the clock when `needs_stamping`."""
-    for ts, ttl, clock, write, entry, stamped in _event_time_vectors():
+    for ts, ttl, clock, write, entry, stamped, refresh in _event_time_vectors():
         assert expiration_ts(event_time.stamp(clock), ttl) == write, (ttl, clock)
         assert expiration_ts(ts, ttl) == entry, (ts, ttl)
         new_ts = clock if ts == event_time.UNSTAMPED and event_time.needs_stamping(clock, 1) else ts
         assert expiration_ts(new_ts, ttl) == stamped, (ts, ttl, clock)
+        assert refreshes(new_ts, ttl, event_time.stamp(clock)) is refresh, (ts, ttl, clock)
 
 
 def test_the_jvm_follows_the_event_time_vectors(spark):
     rule = spark._jvm.io.ttlstate.spark.ttl.TtlRule
     long_ = spark._jvm.java.lang.Long.parseLong
-    for ts, ttl, clock, write, entry, stamped in _event_time_vectors():
+    for ts, ttl, clock, write, entry, stamped, refresh in _event_time_vectors():
         assert rule.eventTimeWriteExpiresAt(long_(str(clock)), long_(str(ttl))) == write, (clock, ttl)
         assert rule.eventTimeStamped(long_(str(entry)), long_(str(clock)), long_(str(ttl))) == stamped, (entry, clock, ttl)
+        assert rule.eventTimeRefreshes(long_(str(stamped)), long_(str(clock)), long_(str(ttl))) is refresh, (stamped, clock, ttl)
 
 
 @pytest.mark.parametrize("path", ["ttl.tsv", "ttl_event_time.tsv"])

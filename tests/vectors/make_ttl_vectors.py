@@ -6,12 +6,13 @@ values computed here from the rule's definition with Python's unbounded integers
 with either implementation), so a change of the rule on one side alone fails that side's
 test (`tests/test_ttl_vectors.py` checks both `ttlstate.ttl` and the JVM's `TtlRule`).
 
-`ttl_event_time.tsv`, EventTime's two rules on top (DESIGN 61, 104): `ts ttl_ms clock
-write_expires_at entry_expires_at stamped_expires_at` per line: the expiry time of a write at
-watermark `clock` (UNSTAMPED, never, at a watermark of 0 or below), and of an entry stored with
-timestamp `ts` (UNSTAMPED = 2^63 - 1: written at watermark 0) before and after a write
-transaction at `clock` began (it stamps the UNSTAMPED entries with a watermark past 0). Only
-`clock >= ts` for a stamped entry: the watermark never goes back.
+`ttl_event_time.tsv`, EventTime's rules on top (DESIGN 61, 104): `ts ttl_ms clock
+write_expires_at entry_expires_at stamped_expires_at refreshes` per line: the expiry time of a
+write at watermark `clock` (UNSTAMPED, never, at a watermark of 0 or below), of an entry stored
+with timestamp `ts` (UNSTAMPED = 2^63 - 1: written at watermark 0) before and after a write
+transaction at `clock` began (it stamps the UNSTAMPED entries with a watermark past 0), and
+whether that transaction's read of it refreshes it under OnReadAndWrite. Only `clock >= ts` for
+a stamped entry: the watermark never goes back.
 """
 
 import pathlib
@@ -46,7 +47,7 @@ def event_time_cases():
                     continue
                 write = expires_at(clock if clock > 0 else UNSTAMPED, ttl)
                 stamped = expires_at(clock if ts == UNSTAMPED and clock > 0 else ts, ttl)
-                yield ts, ttl, clock, write, expires_at(ts, ttl), stamped
+                yield ts, ttl, clock, write, expires_at(ts, ttl), stamped, write != stamped
 
 
 def _bool(b: bool) -> str:
@@ -58,9 +59,9 @@ def main():
     lines += ["\t".join(map(str, (ts, ttl, now, e, _bool(x), _bool(r)))) for ts, ttl, now, e, x, r in cases()]
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {len(lines) - 1} vectors to {OUT}")
-    lines = ["# ts\tttl_ms\tclock\twrite_expires_at\tentry_expires_at\tstamped_expires_at  "
+    lines = ["# ts\tttl_ms\tclock\twrite_expires_at\tentry_expires_at\tstamped_expires_at\trefreshes  "
              "(EventTime's rules; see make_ttl_vectors.py)"]
-    lines += ["\t".join(map(str, case)) for case in event_time_cases()]
+    lines += ["\t".join([*map(str, case[:-1]), _bool(case[-1])]) for case in event_time_cases()]
     OUT_EVENT_TIME.write_text("\n".join(lines) + "\n")
     print(f"wrote {len(lines) - 1} vectors to {OUT_EVENT_TIME}")
 

@@ -55,6 +55,17 @@ public final class TtlRule {
         return expiresAt == NEVER && clock > 0 ? expiresAt(clock, ttlMs) : expiresAt;
     }
 
+    /**
+     * EventTime: whether a read at watermark {@code clock} of a live entry that expires at
+     * {@code expiresAt} (after any stamping) gives it a new expiry time under OnReadAndWrite:
+     * when the expiry of a write at {@code clock} differs (so never at watermark 0 for an
+     * UNSTAMPED entry: the worker's refresh would stamp it UNSTAMPED again).
+     * {@code ttlstate.ttl.refreshes} at {@code event_time.stamp(clock)}.
+     */
+    public static boolean eventTimeRefreshes(long expiresAt, long clock, long ttlMs) {
+        return eventTimeWriteExpiresAt(clock, ttlMs) != expiresAt;
+    }
+
     /** Whether an entry that expires at {@code expiresAt} is expired at {@code now}. */
     public static boolean expired(long expiresAt, long now) {
         return expiresAt <= now;
