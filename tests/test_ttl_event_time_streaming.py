@@ -189,6 +189,41 @@ def test_a_restart_in_the_middle_replays_the_stamping_batch_exactly(spark, tmp_p
     assert second.rows_total() == {b: live[b] for b in live if b >= 1}
 
 
+def test_the_view_answers_event_time_reads_and_follows_the_stamping_across_a_restart(spark, tmp_path):
+    """DESIGN 104: under EventTime the JVM's view (value cache, key filter) answers reads once
+    the watermark is known, and follows the worker's stamping of the entries written at
+    watermark 0. Run 1 reads files 0-1: batch 0 writes a, b, c at watermark 0 (UNSTAMPED),
+    batch 1 stamps them with W1 at its BEGIN. A crash after batch 1's state commit is then
+    simulated (its commit-log entry deleted), so run 2 (a new provider: a load of version 1
+    and a warm-up that reads a, b, c UNSTAMPED) replays batch 1, which stamps them again, then
+    reads files 2-5. c is idle for more than the TTL by batch 3: a view that kept c's
+    never-expiring time would serve it from the cache and count 2. Output and numRowsTotal
+    equal the model on the offset log's watermarks, and the view answered reads (cache hits,
+    keys the filter ruled out) in both runs, where before 104 it was unused."""
+    s = specs(tmp_path, "count_by_key_wm", [COUNTS], {"event": EVENT_TIME}, stop=2)
+    first = run(spark, s, [COUNTS[:2]])["event"]
+    assert first.batches == {b: COUNTS_EVENT_TIME[b] for b in (0, 1)}
+    ck = tq.pathlib.Path(first.checkpoint)
+    for b in tq.batch_watermarks(ck):
+        if b >= 2:  # the batch without data after batch 1
+            forget(ck / "offsets", b)
+            forget(ck / "commits", b)
+    forget(ck / "commits", 1)
+    assert tq.committed_batches(ck) == [0] and sorted(tq.batch_watermarks(ck)) == [0, 1]
+    tq.write_event_batches(s["event"].inputs[0], COUNTS, 2)
+    second = run(spark, s, [COUNTS], first=1)["event"]
+    assert {**first.batches, **second.batches} == COUNTS_EVENT_TIME
+    wm = watermarks(second, len(COUNTS))
+    expected, live, _ = tq.model_count_by_key(padded(COUNTS, wm), wm,
+                                              store_cls=tq.EventTimeModelStore, ttl=DAY_MS)
+    assert {**first.batches, **second.batches} == within(expected, len(COUNTS))
+    assert within(first.rows_total(), 2) == within(live, 2)
+    assert second.rows_total() == {b: live[b] for b in live if b >= 1}
+    for o in (first, second):
+        answered = o.metric_sum("ttlstateCacheHits") + o.metric_sum("ttlstateFilterSkips")
+        assert answered > 0, f"{o.name}: the view answered no read"
+
+
 def forget(log_dir, batch: int):
     """Delete a batch's entry of a metadata log, and its checksum file."""
     (log_dir / str(batch)).unlink()

@@ -48,6 +48,27 @@ class CachedVersionViewTest {
     }
 
     @Test
+    void eventTimeStampingGivesTheNeverExpiringValuesTheWatermarkOnce() {
+        long ttl = 1000;
+        view.reset(1, 10);
+        view.remember(b("unstamped"), b("u"), TtlRule.eventTimeWriteExpiresAt(0, ttl), 1);
+        view.remember(b("stamped"), b("s"), 1500, 1);
+        assertEquals(0, view.stamped(0, 5000, ttl)); // another version: nothing
+        assertEquals(0, view.stamped(1, 0, ttl)); // watermark 0: the worker does not stamp
+        assertEquals(TtlRule.NEVER, view.lookup(b("unstamped"), 1, 0).expiresAt);
+        assertEquals(1, view.stamped(1, 5000, ttl));
+        assertEquals(6000, view.lookup(b("unstamped"), 1, 5000).expiresAt);
+        assertEquals(1500, view.lookup(b("stamped"), 1, 1000).expiresAt); // a stamped value keeps its time
+        assertEquals(0, view.stamped(1, 7000, ttl)); // once: nothing never-expiring is left
+        assertEquals(6000, view.lookup(b("unstamped"), 1, 5000).expiresAt);
+        // the slab's expiry follows the stamps: a commit at a clock past every value frees it
+        long held = view.bytes();
+        view.committed(1, 2, Map.of(), REMOVED, 6000, 6000);
+        assertTrue(view.bytes() < held, held + " -> " + view.bytes());
+        assertNull(view.lookup(b("unstamped"), 2, 6000));
+    }
+
+    @Test
     void neverServesAnExpiredValue() {
         view.reset(1, 10);
         view.remember(b("k"), b("v"), 1000, 1);

@@ -65,6 +65,8 @@ public final class CachedVersionView {
     /** A value was evicted since the last {@link #reset}, so a warm-up cannot make the view complete. */
     private boolean evictedSinceReset;
     private boolean closed;
+    /** A value that never expires was cached since the last {@link #stamped} or reset (EventTime: maybe UNSTAMPED). */
+    private boolean mayHoldNever;
 
     /**
      * The largest cache budget this JVM can hold: the values live in direct buffers (native
@@ -304,6 +306,22 @@ public final class CachedVersionView {
     }
 
     /**
+     * EventTime (DESIGN 104): the worker stamped {@code atVersion}'s entries written before the
+     * watermark started (UNSTAMPED) with {@code clock}, as a write transaction at a watermark
+     * past 0 does at its BEGIN ({@code Txn.stamp_unstamped}): every held value that never
+     * expires gets {@link TtlRule#eventTimeStamped}'s time. Keys do not change, so neither do
+     * the filter and completeness. Returns how many values changed.
+     */
+    public synchronized int stamped(long atVersion, long clock, long ttlMs) {
+        if (atVersion != version || closed || !mayHoldNever || clock <= 0) {
+            return 0;
+        }
+        mayHoldNever = false;
+        long to = TtlRule.eventTimeStamped(TtlRule.NEVER, clock, ttlMs);
+        return to == TtlRule.NEVER ? 0 : values.restamp(TtlRule.NEVER, to);
+    }
+
+    /**
      * The transaction that wrote into the database committed {@code newVersion} at time
      * {@code now}; see {@link #written}.
      */
@@ -432,6 +450,7 @@ public final class CachedVersionView {
             return;
         }
         values.put(key, hash, value, expiresAt);
+        mayHoldNever |= expiresAt == TtlRule.NEVER;
         settle();
         while (shared.held.get() > budgetBytes && values.slabCount() > 0
                 && (bytes > share() || aboveShare() == null)) {
@@ -489,6 +508,7 @@ public final class CachedVersionView {
 
     private void clearValues() {
         values.clear();
+        mayHoldNever = false;
         settle();
     }
 

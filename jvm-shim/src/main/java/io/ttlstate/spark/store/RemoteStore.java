@@ -467,10 +467,13 @@ public final class RemoteStore {
             if (settings.viewUsable(txn.batchTimestampMs()) && txn.isDirect()) {
                 view.advance(store.version(), newVersion, txn.batchTimestampMs()); // it followed the writes
             } else if (settings.viewUsable(txn.batchTimestampMs())) {
+                if (txn.stampsUnstamped()) { // the stamps the worker made at BEGIN, in this version (DESIGN 104)
+                    view.stamped(store.version(), txn.batchTimestampMs(), settings.ttlMs);
+                }
                 view.committed(store.version(), newVersion, txn.written(), RemoteTxn.TOMBSTONE, txn.writeExpiry(),
                         txn.batchTimestampMs());
             } else {
-                view.reset(newVersion, -1); // the JVM does not know when the worker stamped the writes
+                view.reset(newVersion, -1); // the JVM does not know the clock the worker stamped the writes with
             }
             if (changelog == null || forceSnapshot || r.snapshotWanted || snapshotDue) {
                 snapshot(store.metrics, written);
@@ -496,7 +499,8 @@ public final class RemoteStore {
      * {@code store} committed or aborted. An aborted transaction that wrote straight into the
      * worker's database left it at no version: the next store reloads it from the checkpoint.
      * One that kept its writes apart but read with refresh on read left the worker's refreshed
-     * expiries in the view, for the committed version: its values are forgotten.
+     * expiries in the view, for the committed version, as one under EventTime may have left
+     * the stamped expiries (DESIGN 104): its values are forgotten.
      */
     synchronized void writeEnded(WriteStore store, boolean committed) {
         if (writer == store) {
@@ -512,7 +516,7 @@ public final class RemoteStore {
             if (view != null) {
                 view.reset(-1, -1);
             }
-        } else if (settings.ttlRefreshOnRead && view != null) {
+        } else if ((settings.ttlRefreshOnRead || store.txn().stampsUnstamped()) && view != null) {
             view.forgetValues(store.version());
         }
     }

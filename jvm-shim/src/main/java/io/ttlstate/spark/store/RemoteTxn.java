@@ -46,6 +46,11 @@ final class RemoteTxn {
     private final CachedVersionView view;
     /** {@code expiresAt} of a value this transaction writes. */
     private final long writeExpiry;
+    /**
+     * EventTime, a write transaction at a watermark past 0: the worker stamped the store's
+     * UNSTAMPED entries with this watermark at BEGIN (DESIGN 104), which the view follows.
+     */
+    private final boolean stampsUnstamped;
     private final StoreMetrics metrics;
     private final Map<KeyBytes, byte[]> written = new HashMap<>();
     /**
@@ -86,7 +91,9 @@ final class RemoteTxn {
         this.batchTimestampMs = batchTimestampMs;
         this.settings = settings;
         this.view = view != null && settings.viewUsable(batchTimestampMs) ? view : null;
-        this.writeExpiry = TtlRule.expiresAt(batchTimestampMs, settings.ttlMs);
+        this.writeExpiry = settings.ttlEventTime ? TtlRule.eventTimeWriteExpiresAt(batchTimestampMs, settings.ttlMs)
+                : TtlRule.expiresAt(batchTimestampMs, settings.ttlMs);
+        this.stampsUnstamped = settings.ttlEventTime && !readOnly && batchTimestampMs > 0;
         this.metrics = metrics;
     }
 
@@ -105,11 +112,36 @@ final class RemoteTxn {
         });
         RemoteTxn txn = new RemoteTxn(conn, reply[0], version, readOnly, batchTimestampMs, settings, view, metrics);
         txn.direct = reply[1] == 1;
+        if (txn.stampsUnstamped && txn.direct && txn.view != null) {
+            // the worker wrote the stamps into its database: the view follows at once (a
+            // transaction with an overlay has them applied at its commit, RemoteStore.commit)
+            txn.view.stamped(version, batchTimestampMs, settings.ttlMs);
+        }
         return txn;
     }
 
     long handle() {
         return handle;
+    }
+
+    /**
+     * The expiry time in this transaction of a committed entry the view holds as expiring at
+     * {@code expiresAt}: the stamped one if this transaction stamps (the view of a transaction
+     * with an overlay follows its stamps only at its commit).
+     */
+    private long expiresHere(long expiresAt) {
+        return stampsUnstamped ? TtlRule.eventTimeStamped(expiresAt, batchTimestampMs, settings.ttlMs) : expiresAt;
+    }
+
+    /** Whether this transaction's read of a cached value that expires at {@code expiresAt} refreshes it (OnReadAndWrite). */
+    private boolean refreshes(long expiresAt) {
+        return settings.ttlEventTime ? TtlRule.eventTimeRefreshes(expiresHere(expiresAt), batchTimestampMs, settings.ttlMs)
+                : TtlRule.refreshes(expiresAt, batchTimestampMs, settings.ttlMs);
+    }
+
+    /** Whether the worker stamped the store's UNSTAMPED entries at this transaction's BEGIN, if it had any (EventTime). */
+    boolean stampsUnstamped() {
+        return stampsUnstamped;
     }
 
     /** The batch timestamp the transaction was begun with (-1 if unknown). */
@@ -266,7 +298,7 @@ final class RemoteTxn {
             return false;
         }
         metrics.cacheHits.incrementAndGet();
-        if (settings.ttlRefreshOnRead && !readOnly && TtlRule.refreshes(c.expiresAt, batchTimestampMs, settings.ttlMs)) {
+        if (settings.ttlRefreshOnRead && !readOnly && refreshes(c.expiresAt)) {
             put(key, c.value); // the refresh the worker's read would have made (an access too)
         } else {
             answeredHere();

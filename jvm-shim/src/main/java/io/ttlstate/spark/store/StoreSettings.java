@@ -63,11 +63,13 @@ final class StoreSettings {
     /**
      * Whether a transaction with batch timestamp {@code batchTimestampMs} may use the JVM's
      * view (cache and filter): the JVM must know the transaction's clock, which it does
-     * without TTL and with the batch clock of a known batch. Never under EventTime: the worker
-     * stamps the entries written before the watermark started on its own (docs/PROTOCOL.md).
+     * without TTL, with the batch clock of a known batch, and under EventTime with the
+     * watermark of a known batch (the JVM follows the worker's stamping of the entries written
+     * before the watermark started, DESIGN 104). Never under ProcessingTime (the clock moves
+     * with every access).
      */
     boolean viewUsable(long batchTimestampMs) {
-        return ttlMs == 0 || (ttlBatchClock && batchTimestampMs >= 0);
+        return ttlMs == 0 || ((ttlBatchClock || ttlEventTime) && batchTimestampMs >= 0);
     }
 
     /**
