@@ -166,20 +166,9 @@ def test_a_restart_in_the_middle_replays_the_stamping_batch_exactly(spark, tmp_p
     commit-log entry is deleted (and the batch without data Spark ran after it, as the
     watermark had moved, is forgotten), so run 2 replays batch 1 from its offset-log entry,
     at the same watermark, over the state versions run 1 already wrote, then reads files 2-5."""
-    s = specs(tmp_path, "count_by_key_wm", [COUNTS], {"event": EVENT_TIME}, stop=2)
-    first = run(spark, s, [COUNTS[:2]])["event"]
-    assert first.batches == {b: COUNTS_EVENT_TIME[b] for b in (0, 1)}
-    ck = tq.pathlib.Path(first.checkpoint)
-    offsets_1 = (ck / "offsets" / "1").read_text()
-    for b in tq.batch_watermarks(ck):
-        if b >= 2:  # the batch without data after batch 1
-            forget(ck / "offsets", b)
-            forget(ck / "commits", b)
-    forget(ck / "commits", 1)
-    assert tq.committed_batches(ck) == [0] and sorted(tq.batch_watermarks(ck)) == [0, 1]
-    tq.write_event_batches(s["event"].inputs[0], COUNTS, 2)
-    second = run(spark, s, [COUNTS], first=1)["event"]
-    assert (ck / "offsets" / "1").read_text() == offsets_1  # replayed from the same entry
+    first, second, offsets_1 = _crash_after_batch_1_and_continue(spark, tmp_path)
+    # replayed from the same entry
+    assert (tq.pathlib.Path(first.checkpoint) / "offsets" / "1").read_text() == offsets_1
     assert second.batches[1] == first.batches[1]
     assert {**first.batches, **second.batches} == COUNTS_EVENT_TIME
     wm = watermarks(second, len(COUNTS))
@@ -200,18 +189,7 @@ def test_the_view_answers_event_time_reads_and_follows_the_stamping_across_a_res
     never-expiring time would serve it from the cache and count 2. Output and numRowsTotal
     equal the model on the offset log's watermarks, and the view answered reads (cache hits,
     keys the filter ruled out) in both runs, where before 104 it was unused."""
-    s = specs(tmp_path, "count_by_key_wm", [COUNTS], {"event": EVENT_TIME}, stop=2)
-    first = run(spark, s, [COUNTS[:2]])["event"]
-    assert first.batches == {b: COUNTS_EVENT_TIME[b] for b in (0, 1)}
-    ck = tq.pathlib.Path(first.checkpoint)
-    for b in tq.batch_watermarks(ck):
-        if b >= 2:  # the batch without data after batch 1
-            forget(ck / "offsets", b)
-            forget(ck / "commits", b)
-    forget(ck / "commits", 1)
-    assert tq.committed_batches(ck) == [0] and sorted(tq.batch_watermarks(ck)) == [0, 1]
-    tq.write_event_batches(s["event"].inputs[0], COUNTS, 2)
-    second = run(spark, s, [COUNTS], first=1)["event"]
+    first, second, _ = _crash_after_batch_1_and_continue(spark, tmp_path)
     assert {**first.batches, **second.batches} == COUNTS_EVENT_TIME
     wm = watermarks(second, len(COUNTS))
     expected, live, _ = tq.model_count_by_key(padded(COUNTS, wm), wm,
@@ -222,6 +200,26 @@ def test_the_view_answers_event_time_reads_and_follows_the_stamping_across_a_res
     for o in (first, second):
         answered = o.metric_sum("ttlstateCacheHits") + o.metric_sum("ttlstateFilterSkips")
         assert answered > 0, f"{o.name}: the view answered no read"
+
+
+def _crash_after_batch_1_and_continue(spark, tmp_path):
+    """Run 1 of the counts on event time reads files 0-1; its checkpoint is then put back to
+    where a crash after batch 1's state commit leaves it (batch 1's commit-log entry deleted,
+    and the batch without data Spark ran after it forgotten), and run 2 reads files 0-5, so it
+    replays batch 1. Returns (run 1, run 2, batch 1's offset-log entry as run 1 wrote it)."""
+    s = specs(tmp_path, "count_by_key_wm", [COUNTS], {"event": EVENT_TIME}, stop=2)
+    first = run(spark, s, [COUNTS[:2]])["event"]
+    assert first.batches == {b: COUNTS_EVENT_TIME[b] for b in (0, 1)}
+    ck = tq.pathlib.Path(first.checkpoint)
+    offsets_1 = (ck / "offsets" / "1").read_text()
+    for b in tq.batch_watermarks(ck):
+        if b >= 2:  # the batch without data after batch 1
+            forget(ck / "offsets", b)
+            forget(ck / "commits", b)
+    forget(ck / "commits", 1)
+    assert tq.committed_batches(ck) == [0] and sorted(tq.batch_watermarks(ck)) == [0, 1]
+    tq.write_event_batches(s["event"].inputs[0], COUNTS, 2)
+    return first, run(spark, s, [COUNTS], first=1)["event"], offsets_1
 
 
 def forget(log_dir, batch: int):

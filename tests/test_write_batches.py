@@ -75,6 +75,25 @@ def _ttl_store(tmp_path, name: str) -> Store:
     return Store(name, str(tmp_path / name), TtlConfig(ttl_ms=10_000, compaction_filter=False))
 
 
+def _commit_both_and_compare(tmp_path, first, second) -> None:
+    """Commits version 3 of two (store, transaction) pairs written from the same records and
+    checks they agree: key count, timestamp histogram, database; and that a store loaded from
+    the first one's changelogs (1-3, as `_ttl_history` and the commit name them) agrees too,
+    as the changelog keeps the records' order."""
+    (a, _), (b, _) = first, second
+    results = [s.commit(t, 3, str(tmp_path / f"{s.store_id}-3.changelog")) for s, t in (first, second)]
+    assert results[0][0] == results[1][0] == a.num_keys == b.num_keys
+    assert a.hist.counts == b.hist.counts
+    assert dict(a.db.items()) == dict(b.db.items())
+    loaded = _ttl_store(tmp_path, "l")
+    try:
+        loaded.load(3, changelogs=[(v, str(tmp_path / f"{a.store_id}-{v}.changelog")) for v in (1, 2, 3)])
+        assert dict(loaded.db.items()) == dict(a.db.items())
+        assert loaded.hist.counts == a.hist.counts
+    finally:
+        loaded.close(delete_files=True)
+
+
 def _ttl_history(store: Store, tmp_path) -> None:
     """Version 1: the even keys written at batch time 0; version 2: every third key rewritten
     at 8,000 (at 12,000 the keys of version 1 it did not rewrite are expired but stored)."""
@@ -122,19 +141,7 @@ def test_a_ttl_frame_written_at_once_ends_as_its_records_one_by_one(tmp_path):
                 else:
                     tb.remove(key)
             assert (ta.key_delta, ta.hist_delta.counts) == (tb.key_delta, tb.hist_delta.counts)
-        results = [s.commit(t, 3, str(tmp_path / f"{s.store_id}-3.changelog"))
-                   for s, t in ((at_once, ta), (one_by_one, tb))]
-        assert results[0][0] == results[1][0] == at_once.num_keys == one_by_one.num_keys
-        assert at_once.hist.counts == one_by_one.hist.counts
-        assert dict(at_once.db.items()) == dict(one_by_one.db.items())
-        # the changelog keeps the records' order: a store loaded from it agrees
-        loaded = _ttl_store(tmp_path, "l")
-        try:
-            loaded.load(3, changelogs=[(v, str(tmp_path / f"a-{v}.changelog")) for v in (1, 2, 3)])
-            assert dict(loaded.db.items()) == dict(at_once.db.items())
-            assert loaded.hist.counts == at_once.hist.counts
-        finally:
-            loaded.close(delete_files=True)
+        _commit_both_and_compare(tmp_path, (at_once, ta), (one_by_one, tb))
     finally:
         at_once.close(delete_files=True)
         one_by_one.close(delete_files=True)
@@ -213,18 +220,7 @@ def test_ttl_presence_hints_give_what_lookups_give(tmp_path):
                 else:
                     tp.remove(key)
             assert (th.key_delta, th.hist_delta.counts) == (tp.key_delta, tp.hist_delta.counts)
-        results = [s.commit(t, 3, str(tmp_path / f"{s.store_id}-3.changelog"))
-                   for s, t in ((hinted, th), (plain, tp))]
-        assert results[0][0] == results[1][0] == hinted.num_keys == plain.num_keys
-        assert hinted.hist.counts == plain.hist.counts
-        assert dict(hinted.db.items()) == dict(plain.db.items())
-        loaded = _ttl_store(tmp_path, "l")
-        try:
-            loaded.load(3, changelogs=[(v, str(tmp_path / f"h-{v}.changelog")) for v in (1, 2, 3)])
-            assert dict(loaded.db.items()) == dict(hinted.db.items())
-            assert loaded.hist.counts == hinted.hist.counts
-        finally:
-            loaded.close(delete_files=True)
+        _commit_both_and_compare(tmp_path, (hinted, th), (plain, tp))
     finally:
         hinted.close(delete_files=True)
         plain.close(delete_files=True)
