@@ -28,7 +28,7 @@ import pytest
 import report
 import runner
 import workloads
-from test_query_comparison import _spread, input_root, run_variant  # noqa: F401 (fixture)
+from test_query_comparison import _median_of, _spread, input_root, run_variant  # noqa: F401 (fixture)
 
 SELECTED = [w for w in os.environ.get("BENCH_RECOVERY_WORKLOADS", "aggregation-state-1m").split(",") if w]
 VARIANTS = [v for v in os.environ.get("BENCH_RECOVERY_VARIANTS", "ttlstate,rocksdb-changelog").split(",") if v]
@@ -101,8 +101,8 @@ def write_report() -> None:
                     continue
                 ratio = "–"
                 if base and v != "ttlstate":
-                    ratio = report.ratio(sorted(r["batch_ms"] for r in base)[len(base) // 2],
-                                         sorted(r["batch_ms"] for r in runs)[len(runs) // 2])
+                    ratio = report.ratio(_median_of(base, lambda r: r["batch_ms"]),
+                                         _median_of(runs, lambda r: r["batch_ms"]))
                 loads = [r for r in runs if r["load_ms"] is not None]
                 rows.append([case, runner.VARIANTS[v][0], _spread(runs, lambda r: r["batch_ms"], report.fmt), ratio,
                              _spread(runs, lambda r: r["updates_ms"], report.fmt),
