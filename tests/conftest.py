@@ -103,6 +103,16 @@ def spark(_session_holder):
 
 
 @pytest.fixture
+def no_other_stores_loaded(spark):
+    """Unloads every store an earlier test left loaded (Spark's `StateStore.stop()`; its
+    maintenance unloads them only 60 s or more later in a full suite). The caches of a JVM with
+    the same `cache.maxBytes` share one budget (DESIGN 69), so a test that counts cache misses
+    counts its own queries' only, whatever ran before it in the session."""
+    import streaming
+    streaming.state_store(spark).stop()
+
+
+@pytest.fixture
 def js(spark, tmp_path):
     """Spark's provider API driven through py4j (`jvm_state.JvmState`), its stores keeping their
     local checkpoint cache in the test's tmp."""

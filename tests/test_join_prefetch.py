@@ -12,7 +12,8 @@ import pytest
 import streaming as st
 from streaming import HDFS
 
-pytestmark = pytest.mark.slow
+# cache misses are counted: they must be this file's queries' own
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_other_stores_loaded")]
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 
@@ -63,10 +64,9 @@ def test_join_input_beyond_the_cache_is_read_ahead_and_the_output_is_unchanged(s
     misses = _sum_metric(actual, "ttlstateCacheMisses")
     hits = _sum_metric(actual, "ttlstateCacheHits")
     # Spark reports the values stores' metrics only. The values each input row joins with were
-    # read ahead with its block, so few reads of them miss. Measured on this input: 0-4 misses
-    # of 9,152-9,545 values read ahead when the query runs first in its session, 444-446 of
-    # about 10,560 when an earlier query's stores still hold most of the 256k cache; without
-    # the input's read-ahead 881-913 of 8,202-8,496 (10.7%) first, 1,557 of 9,267 (16.8%) after
-    # another query
+    # read ahead with its block, so few reads of them miss. Measured on this input with no other
+    # store loaded: 3-8 misses of 8,920-9,302 values read ahead; without the input's read-ahead
+    # 881-913 of 8,202-8,496 (10.7%). (With an earlier query's stores still sharing the 256k
+    # budget it was 334-1,206 of about 10,500, which is why `no_other_stores_loaded` unloads them.)
     assert hits > prefetched // 2, (prefetched, hits, misses)
-    assert misses < prefetched // 12, (prefetched, hits, misses)
+    assert misses < prefetched // 50, (prefetched, hits, misses)

@@ -12,7 +12,8 @@ import pytest
 import streaming as st
 from streaming import HDFS
 
-pytestmark = pytest.mark.slow
+# cache misses are counted: they must be this file's queries' own
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_other_stores_loaded")]
 
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 # From Spark 4.1 the restore's read store is upgraded to the write store, so its reads count
