@@ -22,6 +22,8 @@ from .ttl.config import StateVisibility, TimeCharacteristic, UpdateType
 from .ttl.histogram import TsHistogram
 from .ttl_cleanup import IncrementalCleanup
 
+_ABSENT = object()  # "not in the overlay", as opposed to None: "removed"
+
 
 class Txn:
     """An uncommitted version over the committed version it began at.
@@ -155,10 +157,34 @@ class Txn:
             return None
         return multi_get(self.store.db, keys)
 
-    def lookup(self, key: bytes) -> tuple[bytes | None, int]:
+    def stored_many(self, keys: list[bytes]) -> list[bytes | None] | None:
+        """What `_stored` returns for each of `keys`, from one batched database read; None
+        when a key repeats (looking a key up may refresh or remove it, and the repeat must
+        see that), so `lookup` reads key by key."""
+        if len(set(keys)) != len(keys):
+            return None
+        stored = multi_get(self.store.db, keys)
+        overlay, shadow = self.overlay, self.shadow
+        if overlay or shadow:
+            for i, key in enumerate(keys):
+                if key in overlay:
+                    stored[i] = overlay[key]
+                elif key in shadow:
+                    stored[i] = shadow[key]
+        return stored
+
+    def lookup(self, key: bytes, stored=_ABSENT) -> tuple[bytes | None, int]:
         """(value, expiresAt): the value as `get` sees it, and when it expires (the first
-        `now` at which it is expired; MAX_TS without TTL). The JVM caches values by it."""
-        stored = self._stored(key)
+        `now` at which it is expired; MAX_TS without TTL). The JVM caches values by it.
+
+        `stored`: the key's entry as `stored_many` read it earlier in the same request. Only
+        the incremental cleanup of the lookups between then and now can have changed it, by
+        removing it if expired: an expired entry is read again."""
+        if stored is _ABSENT:
+            stored = self._stored(key)
+        elif stored is not None and self.cleans and expired_at(
+                expiration_ts(codec.timestamp(stored), self.ttl_ms), self.now()):
+            stored = self._stored(key)
         if not self.ttl_ms or stored is None:
             return stored, MAX_TS
         found = self._visible(key, stored)
@@ -440,8 +466,6 @@ class Txn:
         if self.cleans:
             self.cleanup.finish()
 
-
-_ABSENT = object()  # "not in the overlay", as opposed to None: "removed"
 
 
 def _plain_entries(merged, with_expiry: bool) -> Iterator[tuple]:
