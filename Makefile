@@ -13,7 +13,7 @@ TESTFS_SOURCES := $(shell find jvm-shim/src/test -name '*.java' 2>/dev/null) bui
 BENCH_JAR := jvm-shim/build/libs/ttlstate-bench.jar
 BENCH_SOURCES := $(shell find jvm-shim/src/bench -name '*.java' 2>/dev/null) build.gradle
 
-.PHONY: setup deps jar demo cluster-demo test-java test test-quick test-thorough test-matrix spark-tests bench bench-full bench-smoke clean
+.PHONY: setup deps jar servers demo cluster-demo test-java test test-quick test-thorough test-matrix spark-tests bench bench-full bench-smoke clean
 
 setup: deps jar
 
@@ -44,6 +44,20 @@ $(BENCH_JAR): $(BENCH_SOURCES)
 	gradle --offline -q benchJar -Ppython=$(PYTHON)
 	@test -f $(BENCH_JAR)
 
+# The servers the tests start (pytest -m kafka): Maven resolves the Kafka broker and Spark's Kafka
+# connector into its cache (~/.m2) and writes their classpaths under build/servers/
+# (buildsys/servers/kafka.pom.xml; tests/kafka_broker.py reads them).
+SERVERS := build/servers/kafka-broker.classpath build/servers/spark-kafka.classpath
+servers: $(SERVERS)
+
+build/servers/kafka-broker.classpath: buildsys/servers/kafka.pom.xml
+	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
+	mvn -q -B -Dstyle.color=never -f $< -P broker dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@
+
+build/servers/spark-kafka.classpath: buildsys/servers/kafka.pom.xml
+	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
+	mvn -q -B -Dstyle.color=never -f $< -P connector dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@
+
 demo: setup
 	$(PYTHON) -m ttlstate.demo
 
@@ -63,15 +77,15 @@ test-java: deps
 	@t0=$$(date +%s); gradle --offline -q javaTest -Ppython=$(PYTHON) && \
 		echo "test-java: passed in $$(( $$(date +%s) - t0 ))s"
 
-test: setup test-java
+test: setup servers test-java
 	$(PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
-test-quick: setup test-java
+test-quick: setup servers test-java
 	$(PYTHON) -m pytest -q $(XDIST) -m 'not slow' $(PYTEST_ARGS)
 
 # `make test` plus the repetitions for confidence: the tests marked `thorough` and the full
 # number of kill runs and executor losses (TTLSTATE_THOROUGH=1; README, "Tests").
-test-thorough: setup test-java
+test-thorough: setup servers test-java
 	env TTLSTATE_THOROUGH=1 $(PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The smoke subset (pytest -m matrix) on Spark 4.0, 4.1 and 4.2, each in a venv cached under

@@ -1,0 +1,122 @@
+"""A real Kafka broker for the tests (pytest -m kafka): one KRaft node (broker and controller in
+one process, no ZooKeeper) started from the jars `make servers` resolved, on loopback ports,
+its log directory under the test's tmp; stopped and removed by `stop()`."""
+
+from __future__ import annotations
+
+import base64
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SERVERS = ROOT / "build" / "servers"
+BROKER_CLASSPATH = SERVERS / "kafka-broker.classpath"
+CONNECTOR_CLASSPATH = SERVERS / "spark-kafka.classpath"
+# The connector's jars Spark needs besides its own (the rest of the connector's dependencies,
+# Scala and Spark's, are pyspark's own jars)
+CONNECTOR_ARTIFACTS = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2")
+
+LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d %p %c{{1}}: %m%n
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+def _classpath(path: pathlib.Path) -> list[str]:
+    if not path.is_file():
+        raise RuntimeError(f"{path} is missing: run `make servers` (Maven resolves the Kafka broker "
+                           f"and Spark's Kafka connector into ~/.m2 and writes the classpaths there)")
+    return [p for p in path.read_text().strip().split(":") if p]
+
+
+def connector_jars() -> list[str]:
+    """Spark's Kafka connector and the jars it needs that pyspark does not ship."""
+    jars = [p for p in _classpath(CONNECTOR_CLASSPATH)
+            if any(re.match(re.escape(a) + r"[-_]", pathlib.Path(p).name) for a in CONNECTOR_ARTIFACTS)]
+    assert len(jars) == len(CONNECTOR_ARTIFACTS), jars
+    return jars
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the process that started it dies (no orphan
+    broker after a killed test run)."""
+    import ctypes
+    import signal
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KafkaBroker:
+    def __init__(self, work: pathlib.Path):
+        self.work = work
+        self.port, self.controller_port = _free_port(), _free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.log = work / "broker.log"
+
+    def _java(self, main: str, *args: str, **popen) -> subprocess.Popen:
+        return subprocess.Popen(
+            ["java", "-Xmx512m", "-XX:+UseSerialGC", f"-Dlog4j2.configurationFile={self.work / 'log4j2.properties'}",
+             "-cp", ":".join(_classpath(BROKER_CLASSPATH)), main, *args], preexec_fn=_die_with_parent, **popen)
+
+    def start(self, timeout_s: float = 90) -> "KafkaBroker":
+        self.work.mkdir(parents=True, exist_ok=True)
+        (self.work / "log4j2.properties").write_text(LOG4J2.format(log=self.log))
+        props = self.work / "server.properties"
+        props.write_text("\n".join([
+            "process.roles=broker,controller", "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names=CONTROLLER", "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"log.dirs={self.work / 'data'}", "num.partitions=2",
+            "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=true", ""]))
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        fmt = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out, _ = fmt.communicate(timeout=120)
+        if fmt.returncode != 0:
+            raise RuntimeError(f"formatting the broker's storage failed ({fmt.returncode}): {out[-2000:]}")
+        self.proc = self._java("kafka.Kafka", str(props), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the broker exited ({self.proc.returncode}): {self._log_tail()}")
+            if self.log.exists() and "Kafka Server started" in self.log.read_text(errors="replace"):
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"the broker did not start in {timeout_s:.0f} s: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no log)"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        shutil.rmtree(self.work / "data", ignore_errors=True)

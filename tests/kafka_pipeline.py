@@ -1,0 +1,132 @@
+"""A PySpark driver of its own (run by tests/test_kafka.py as `python kafka_pipeline.py SPEC`):
+Spark's Kafka connector and ttlstate's jar on `spark.jars`, as a user would run it. The spec's
+`mode`:
+
+- `produce`: writes `rows` (JSON strings) to `topic`, as one batch write;
+- `run`: runs the aggregation, dropDuplicatesWithinWatermark and the stream-stream join from
+  topics `events`, `left` and `right` to `<out>-agg`, `<out>-dedup` and `<out>-join`, each until
+  the input available at its start is processed (Trigger.AvailableNow), on the spec's provider and
+  checkpoints; with `kill_worker_after_batches` = n, SIGKILLs a store worker of this driver's
+  service once each query has run n batches in this run, while its next one runs or starts
+  (`local[2,4]`: the failed tasks are retried);
+- `read`: reads every record of `topics` and writes them to `out_file` as JSON.
+
+Prints one `RESULT <json>` line per query or read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+
+import cluster
+import kafka_broker
+import streaming as st
+
+PREFIX = "spark.sql.streaming.stateStore.ttlstate."
+QUERIES = {
+    "agg": (st.agg_by_key, "update", ("events",)),
+    "dedup": (st.dedup_within_watermark, "append", ("events",)),
+    "join": (st.inner_join, "append", ("left", "right")),
+}
+
+
+def session(spec: dict):
+    import ttlstate
+    from pyspark.sql import SparkSession
+    jars = [ttlstate.jar_path(), *kafka_broker.connector_jars()]
+    b = (SparkSession.builder.master("local[2,4]").appName("ttlstate-kafka")
+         .config("spark.jars", ",".join(jars))
+         .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.driver.memory", "1g"))
+    for k, v in spec.get("confs", {}).items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def events_from(spark, bootstrap: str, topic: str):
+    from pyspark.sql import functions as F
+    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+           .option("subscribe", topic).option("startingOffsets", "earliest")
+           .option("maxOffsetsPerTrigger", "150").load())
+    parsed = F.from_json(F.col("value").cast("string"), st.EVENT_SCHEMA, {"timestampFormat": st.TS_FORMAT})
+    return raw.select(parsed.alias("e")).select("e.*")
+
+
+class WorkerKiller:
+    """SIGKILLs one store worker of this driver's service once `query` has run `batches`
+    batches."""
+
+    def __init__(self, spark, query, batches: int):
+        self.spark, self.query, self.batches = spark, query, batches
+        self.killed: list[int] = []
+        self.done = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self):
+        while not self.done.wait(0.05):
+            if len(self.query.recentProgress) >= self.batches:
+                workers = cluster.session_worker_pids(self.spark)
+                if workers:
+                    os.kill(workers[0], signal.SIGKILL)
+                    self.killed.append(workers[0])
+                    return
+
+
+def run(spec: dict):
+    spark = session(spec)
+    from pyspark.sql import functions as F
+    bootstrap = spec["bootstrap"]
+    for name, (build, mode, topics) in QUERIES.items():
+        df = build(*[events_from(spark, bootstrap, t) for t in topics])
+        query = (df.select(F.to_json(F.struct(*df.columns)).alias("value")).writeStream
+                 .format("kafka").outputMode(mode)
+                 .option("kafka.bootstrap.servers", bootstrap).option("topic", f"{spec['out']}-{name}")
+                 .option("checkpointLocation", os.path.join(spec["checkpoint"], name))
+                 .trigger(availableNow=True).start())
+        kill_after = spec.get("kill_worker_after_batches")
+        killer = WorkerKiller(spark, query, kill_after) if kill_after else None
+        query.awaitTermination(600)
+        if killer is not None:
+            killer.done.set()
+        progress = [json.loads(p.json) for p in query.recentProgress]
+        served = any(k.startswith("ttlstate") for p in progress for op in p.get("stateOperators", [])
+                     for k in (op.get("customMetrics") or {}))
+        print("RESULT " + json.dumps({"query": name, "batches": [p["batchId"] for p in progress],
+                                      "ttlstate_metrics": served,
+                                      "killed": killer.killed if killer else []}), flush=True)
+    spark.stop()
+
+
+def produce(spec: dict):
+    spark = session(spec)
+    (spark.createDataFrame([(r,) for r in spec["rows"]], "value string").write.format("kafka")
+     .option("kafka.bootstrap.servers", spec["bootstrap"]).option("topic", spec["topic"]).save())
+    print("RESULT " + json.dumps({"produced": len(spec["rows"])}), flush=True)
+    spark.stop()
+
+
+def read(spec: dict):
+    spark = session(spec)
+    out = {}
+    for topic in spec["topics"]:
+        df = (spark.read.format("kafka").option("kafka.bootstrap.servers", spec["bootstrap"])
+              .option("subscribe", topic).option("startingOffsets", "earliest").load())
+        out[topic] = [r.value for r in df.selectExpr("CAST(value AS STRING) AS value").collect()]
+    with open(spec["out_file"], "w") as f:
+        json.dump(out, f)
+    print("RESULT " + json.dumps({t: len(v) for t, v in out.items()}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    {"run": run, "produce": produce, "read": read}[spec["mode"]](spec)
