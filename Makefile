@@ -44,10 +44,11 @@ $(BENCH_JAR): $(BENCH_SOURCES)
 	gradle --offline -q benchJar -Ppython=$(PYTHON)
 	@test -f $(BENCH_JAR)
 
-# The servers the tests start (pytest -m kafka): Maven resolves the Kafka broker and Spark's Kafka
-# connector into its cache (~/.m2) and writes their classpaths under build/servers/
-# (buildsys/servers/kafka.pom.xml; tests/kafka_broker.py reads them).
-SERVERS := build/servers/kafka-broker.classpath build/servers/spark-kafka.classpath
+# The servers the tests start and the clients they need (pytest -m kafka, -m s3): Maven resolves
+# the Kafka broker, Spark's Kafka connector and S3A (hadoop-aws with the AWS SDK) into its cache
+# (~/.m2) and writes their classpaths under build/servers/ (buildsys/servers/*.pom.xml;
+# tests/kafka_broker.py and tests/s3_server.py read them). The S3 server is moto's, from PyPI.
+SERVERS := build/servers/kafka-broker.classpath build/servers/spark-kafka.classpath build/servers/s3a.classpath
 servers: $(SERVERS)
 
 build/servers/kafka-broker.classpath: buildsys/servers/kafka.pom.xml
@@ -57,6 +58,10 @@ build/servers/kafka-broker.classpath: buildsys/servers/kafka.pom.xml
 build/servers/spark-kafka.classpath: buildsys/servers/kafka.pom.xml
 	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
 	mvn -q -B -Dstyle.color=never -f $< -P connector dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@
+
+build/servers/s3a.classpath: buildsys/servers/s3.pom.xml
+	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
+	mvn -q -B -Dstyle.color=never -f $< dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@
 
 demo: setup
 	$(PYTHON) -m ttlstate.demo

@@ -1,0 +1,76 @@
+"""An S3-protocol server for the tests (pytest -m s3): moto's standalone server, a process of its
+own on a loopback port, speaking S3 over HTTP (no TLS), with a bucket for the test; and the
+Spark confs that point S3A (hadoop-aws, resolved by `make servers`) at it.
+
+moto rather than s3proxy: a pip-installed Python server that starts in about a second, holds its
+objects in memory (nothing to clean up on disk) and implements the S3 calls S3A makes (multipart
+uploads, conditional and ranged GETs, ListObjectsV2, bulk deletes)."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import time
+import urllib.request
+
+from kafka_broker import SERVERS, _classpath, _die_with_parent, _free_port
+
+S3A_CLASSPATH = SERVERS / "s3a.classpath"
+ACCESS_KEY, SECRET_KEY, REGION = "ttlstate-test", "ttlstate-test-secret", "us-east-1"
+
+
+def s3a_jars() -> list[str]:
+    """hadoop-aws and the AWS SDK bundle (the Hadoop client itself is pyspark's)."""
+    return _classpath(S3A_CLASSPATH)
+
+
+class S3Server:
+    def __init__(self, work: pathlib.Path):
+        self.work = work
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 60) -> "S3Server":
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.log = open(self.work / "s3.log", "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the S3 server exited ({self.proc.returncode}): "
+                                   f"{(self.work / 's3.log').read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(self.endpoint + "/", timeout=2).read()
+                return self
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"the S3 server did not answer in {timeout_s:.0f} s")
+
+    def client(self):
+        import boto3
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                            aws_secret_access_key=SECRET_KEY, region_name=REGION)
+
+    def spark_confs(self) -> dict[str, str]:
+        """S3A against this server, as a user's cluster would set it (path-style, plain HTTP)."""
+        h = "spark.hadoop.fs.s3a."
+        return {h + "endpoint": self.endpoint, h + "endpoint.region": REGION,
+                h + "path.style.access": "true", h + "connection.ssl.enabled": "false",
+                h + "access.key": ACCESS_KEY, h + "secret.key": SECRET_KEY,
+                h + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"}
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if getattr(self, "log", None):
+            self.log.close()
