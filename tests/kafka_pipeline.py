@@ -2,7 +2,7 @@
 Spark's Kafka connector and ttlstate's jar on `spark.jars`, as a user would run it. The spec's
 `mode`:
 
-- `produce`: writes `rows` (JSON strings) to `topic`, as one batch write;
+- `produce`: writes `rows` (topic -> JSON strings) to their topics, one batch write each;
 - `run`: runs the aggregation, dropDuplicatesWithinWatermark and the stream-stream join from
   topics `events`, `left` and `right` to `<out>-agg`, `<out>-dedup` and `<out>-join`, each until
   the input available at its start is processed (Trigger.AvailableNow), on the spec's provider and
@@ -107,9 +107,10 @@ def run(spec: dict):
 
 def produce(spec: dict):
     spark = session(spec)
-    (spark.createDataFrame([(r,) for r in spec["rows"]], "value string").write.format("kafka")
-     .option("kafka.bootstrap.servers", spec["bootstrap"]).option("topic", spec["topic"]).save())
-    print("RESULT " + json.dumps({"produced": len(spec["rows"])}), flush=True)
+    for topic, rows in spec["rows"].items():
+        (spark.createDataFrame([(r,) for r in rows], "value string").write.format("kafka")
+         .option("kafka.bootstrap.servers", spec["bootstrap"]).option("topic", topic).save())
+    print("RESULT " + json.dumps({t: len(r) for t, r in spec["rows"].items()}), flush=True)
     spark.stop()
 
 

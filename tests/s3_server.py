@@ -55,10 +55,11 @@ class S3Server:
         return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
                             aws_secret_access_key=SECRET_KEY, region_name=REGION)
 
-    def spark_confs(self) -> dict[str, str]:
-        """S3A against this server, as a user's cluster would set it (path-style, plain HTTP)."""
+    def spark_confs(self, endpoint: str | None = None) -> dict[str, str]:
+        """S3A against this server (or `endpoint`, a proxy in front of it), as a user's cluster
+        would set it (path-style, plain HTTP)."""
         h = "spark.hadoop.fs.s3a."
-        return {h + "endpoint": self.endpoint, h + "endpoint.region": REGION,
+        return {h + "endpoint": endpoint or self.endpoint, h + "endpoint.region": REGION,
                 h + "path.style.access": "true", h + "connection.ssl.enabled": "false",
                 h + "access.key": ACCESS_KEY, h + "secret.key": SECRET_KEY,
                 h + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"}

@@ -50,9 +50,10 @@ def _driver(work, tag: str, spec: dict) -> list[dict]:
     return [json.loads(m) for m in re.findall(r"^RESULT (.*)$", text, re.M)]
 
 
-def _produce(work, broker, topic: str, files, start: int, stop: int):
-    rows = [json.dumps(r, sort_keys=True) for f in files[start:stop] for r in f]
-    _driver(work, f"produce-{topic}-{start}", dict(mode="produce", bootstrap=broker.bootstrap, topic=topic, rows=rows))
+def _produce(work, broker, inputs: dict, start: int, stop: int):
+    """Writes files start..stop-1 of each topic's input, in one driver."""
+    rows = {topic: [json.dumps(r, sort_keys=True) for f in files[start:stop] for r in f] for topic, files in inputs.items()}
+    _driver(work, f"produce-{start}", dict(mode="produce", bootstrap=broker.bootstrap, rows=rows))
 
 
 def _run(work, broker, provider: str, part: int, **extra) -> dict:
@@ -70,11 +71,9 @@ def test_a_kafka_pipeline_with_ttl_writes_what_the_hdfs_provider_writes(broker, 
     inputs = {"events": st.generate_events(N_FILES, 150, n_keys=40, n_values=10, seed=71),
               "left": st.generate_events(N_FILES, 100, n_keys=30, seed=72, active_fraction=0.9),
               "right": st.generate_events(N_FILES, 100, n_keys=30, seed=73, active_fraction=0.9)}
-    for topic, files in inputs.items():
-        _produce(tmp_path, broker, topic, files, 0, N_FILES // 2)
+    _produce(tmp_path, broker, inputs, 0, N_FILES // 2)
     first = {p: _run(tmp_path, broker, p, 1) for p in (HDFS, TTLSTATE)}
-    for topic, files in inputs.items():
-        _produce(tmp_path, broker, topic, files, N_FILES // 2, N_FILES)
+    _produce(tmp_path, broker, inputs, N_FILES // 2, N_FILES)
     # the driver restarts: the second runs continue the checkpoints of the first; on ttlstate a
     # store worker is SIGKILLed once each query has run a batch
     second = {HDFS: _run(tmp_path, broker, HDFS, 2),

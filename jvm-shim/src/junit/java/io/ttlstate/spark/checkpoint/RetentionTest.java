@@ -42,6 +42,9 @@ class RetentionTest {
         }
         assertEquals(range(1, 50), deleted);
         assertEquals(10, passes);
+        // a pass that leaves stale versions is not complete: the next one runs without a new file
+        assertTrue(!Retention.of(Listings.v1(100, 50, 95), Listings.DIR, false, 10, 0, 5).complete);
+        assertTrue(Retention.of(Listings.v1(100, 50, 95), Listings.DIR, false, 10, 0, -1).complete);
     }
 
     /**
@@ -65,6 +68,8 @@ class RetentionTest {
     void deletesNothingBelowMinVersionsToDelete() {
         CheckpointFiles.Listing listing = Listings.v1(20, 16);
         assertEquals(List.of(), Retention.of(listing, Listings.DIR, false, 5, 16, -1).deletable);
+        // nothing more turns stale until a new version is written
+        assertTrue(Retention.of(listing, Listings.DIR, false, 5, 16, -1).complete);
         assertEquals(range(1, 15), Listings.versions(Retention.of(listing, Listings.DIR, false, 5, 15, -1).deletable));
     }
 
@@ -75,6 +80,7 @@ class RetentionTest {
         Retention r = Retention.of(listing, Listings.DIR, false, 5, 0, -1);
         assertEquals(List.of(), r.deletable);
         assertEquals(listing.files.size(), r.retained.size());
+        assertTrue(!r.complete); // planned again at the next maintenance
     }
 
     @Test

@@ -38,6 +38,8 @@ final class CheckpointFiles {
     private final Configuration hadoopConf;
     private final String store;
     private final Set<Path> createdDirs = ConcurrentHashMap.newKeySet();
+    /** Files uploaded so far: a cleanup after which none was has nothing new to delete. */
+    private final java.util.concurrent.atomic.AtomicLong uploads = new java.util.concurrent.atomic.AtomicLong();
     private CheckpointFileOps fm;
     private FileSystem fs;
 
@@ -184,9 +186,21 @@ final class CheckpointFiles {
         return l;
     }
 
+    /**
+     * The files of {@code d}, none if it does not exist. One listing: an {@code exists} first
+     * costs an object store a HEAD and another LIST (S3A: a directory is a key prefix).
+     */
     private FileStatus[] listDir(Path d) throws IOException {
-        CheckpointFileOps m = fm();
-        return m.exists(d) ? m.list(d) : new FileStatus[0];
+        try {
+            return fm().list(d);
+        } catch (FileNotFoundException e) {
+            return new FileStatus[0];
+        }
+    }
+
+    /** How many files {@link #upload} has written. */
+    long uploads() {
+        return uploads.get();
     }
 
     /** A temp file of {@code CheckpointFileManager.createAtomic} ({@code .<name>.<uuid>.tmp}). */
@@ -229,6 +243,7 @@ final class CheckpointFiles {
 
     /** The status of {@code target} just uploaded with {@code size} bytes, checked to be there with them. */
     private FileStatus uploaded(Path target, long version, long size) throws IOException {
+        uploads.incrementAndGet();
         FileStatus st;
         try {
             st = fs().getFileStatus(target);

@@ -37,12 +37,20 @@ final class Retention {
     final List<StateFileName> deletable;
     /** Modification time of the oldest retained file; nothing younger is deleted. */
     final long oldestRetainedMtime;
+    /**
+     * False when this pass leaves stale versions for a later one ({@code maxVersionsToDelete})
+     * or could not plan (a file missing): only then can a pass find more to delete without a
+     * new file written in between.
+     */
+    final boolean complete;
 
-    private Retention(long keepFrom, Set<StateFileName> retained, List<StateFileName> deletable, long oldestRetainedMtime) {
+    private Retention(long keepFrom, Set<StateFileName> retained, List<StateFileName> deletable, long oldestRetainedMtime,
+                      boolean complete) {
         this.keepFrom = keepFrom;
         this.retained = retained;
         this.deletable = deletable;
         this.oldestRetainedMtime = oldestRetainedMtime;
+        this.complete = complete;
     }
 
     /**
@@ -64,7 +72,7 @@ final class Retention {
                 } catch (MissingCheckpointFileException e) {
                     LOG.warn("Cleanup deletes nothing in {}: version {} cannot be loaded ({})",
                             dir, f.version, e.getMessage());
-                    return new Retention(keepFrom, new LinkedHashSet<>(listing.files), List.of(), Long.MIN_VALUE);
+                    return new Retention(keepFrom, new LinkedHashSet<>(listing.files), List.of(), Long.MIN_VALUE, false);
                 }
             }
         }
@@ -79,9 +87,11 @@ final class Retention {
         if (versions > 0 && versions < minVersionsToDelete) {
             LOG.debug("Cleanup deletes nothing in {}: {} stale versions, fewer than minVersionsToDelete {}",
                     dir, versions, minVersionsToDelete);
-            return new Retention(keepFrom, new LinkedHashSet<>(listing.files), List.of(), Long.MIN_VALUE);
+            return new Retention(keepFrom, new LinkedHashSet<>(listing.files), List.of(), Long.MIN_VALUE, true);
         }
+        boolean complete = true;
         if (maxVersionsToDelete > 0 && versions > maxVersionsToDelete) {
+            complete = false;
             // Lowering keepFrom instead kept every file in changelog mode: the plans of the
             // lower versions reach back to their snapshots, and nothing was ever stale again.
             long lastDeleted = deletable.stream().mapToLong(f -> f.version).distinct().sorted()
@@ -97,7 +107,7 @@ final class Retention {
             deletable = now;
         }
         long oldest = retained.stream().mapToLong(f -> f.status.getModificationTime()).min().orElse(Long.MIN_VALUE);
-        return new Retention(keepFrom, retained, deletable, oldest);
+        return new Retention(keepFrom, retained, deletable, oldest, complete);
     }
 
     List<StateFileName> retainedManifests() {

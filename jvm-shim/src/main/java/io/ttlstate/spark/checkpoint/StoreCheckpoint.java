@@ -43,6 +43,8 @@ public final class StoreCheckpoint {
     /** The SSTs each manifest references, by {@link LocalFileCache#key}, so each is asked for once. */
     private final Map<String, List<CheckpointRequests.Sst>> manifestSsts = new ConcurrentHashMap<>();
     private volatile LocalFileCache cache;
+    /** {@link CheckpointFiles#uploads} when the last complete cleanup listed the files; -1: none yet. */
+    private volatile long cleanedAtUploads = -1;
     /** {@code checkpoint.localCacheMaxAge} (0: keep every store directory). */
     private volatile long cacheMaxAgeMillis;
     /** Guarded by the {@code RemoteStore}'s monitor. */
@@ -448,6 +450,17 @@ public final class StoreCheckpoint {
      */
     public int cleanup(int minVersionsToRetain, long minVersionsToDelete, int maxVersionsToDelete,
                        WorkerConnection conn) throws IOException {
+        long uploads = files.uploads();
+        LocalFileCache c = cache;
+        if (uploads == cleanedAtUploads) {
+            // nothing written since a pass that deleted all it could: no listing (on an object
+            // store two LISTs, each billed), as nothing new can be stale
+            if (c != null) {
+                c.markUsed();
+                c.sweepUnused(cacheMaxAgeMillis);
+            }
+            return 0;
+        }
         long listedAt = System.currentTimeMillis();
         CheckpointFiles.Listing listing = files.list();
         CheckpointFiles.SstListing sstListing = files.listSsts();
@@ -469,7 +482,6 @@ public final class StoreCheckpoint {
         Set<String> retainedKeys = r.retained.stream().map(f -> LocalFileCache.key(f.status)).collect(Collectors.toSet());
         manifestSsts.keySet().retainAll(retainedKeys);
         int pruned = 0;
-        LocalFileCache c = cache;
         if (c != null) {
             Set<String> liveKeys = listing.files.stream().filter(f -> !deleted.contains(f.status.getPath()))
                     .map(f -> LocalFileCache.key(f.status)).collect(Collectors.toSet());
@@ -479,6 +491,9 @@ public final class StoreCheckpoint {
             c.markUsed();
             c.sweepUnused(cacheMaxAgeMillis);
         }
+        // complete: every stale file found was deleted (an SST whose manifest could not be read
+        // is not known to be stale, so that pass is not)
+        cleanedAtUploads = r.complete && (referenced != null || r.retainedManifests().isEmpty()) ? uploads : -1;
         if (!deleted.isEmpty() || pruned > 0) {
             String ssts = referenced != null ? "" : conn == null ? " (no SSTs: no worker)" : " (no SSTs)";
             LOG.info("Cleanup of {} (keeping versions from {}): deleted {} checkpoint files{}, {} local cache entries",

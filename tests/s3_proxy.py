@@ -1,0 +1,131 @@
+"""A counting HTTP proxy in front of the S3 server (tests/s3_server.py): every request S3A makes
+passes through it and is counted by kind (PUT, GET, HEAD, LIST, DELETE, POST) and by whether
+its object lies under a checkpoint's `state/` directory, with the bytes sent and received.
+Threads in the test's process, on a loopback port; `stop()` ends them."""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import http.server
+import threading
+import urllib.parse
+
+_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
+
+
+def request_kind(method: str, path: str, query: str) -> str:
+    """What an S3 request is: LIST (a GET of a bucket with a listing query), DELETE (also a
+    multi-object delete, `POST ?delete`), else its method."""
+    params = urllib.parse.parse_qs(query, keep_blank_values=True)
+    key = path.lstrip("/").partition("/")[2]
+    if method == "GET" and (not key or "list-type" in params):
+        return "LIST"
+    if method == "POST" and "delete" in params:
+        return "DELETE"
+    return method
+
+
+def under_state(path: str, query: str) -> bool:
+    """Whether a request's object (or a LIST's prefix) lies under a `state/` directory: a path
+    component `state`, not a name ending in it (a bucket or checkpoint named `ttlstate`)."""
+    key = path.lstrip("/").partition("/")[2]
+    prefix = urllib.parse.parse_qs(query).get("prefix", [""])[0]
+    return "/state/" in "/" + key or "/state/" in "/" + prefix
+
+
+class Counts:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests: collections.Counter = collections.Counter()  # (kind, under state/) -> n
+        self.bytes_in: collections.Counter = collections.Counter()  # (kind, under state/) -> bytes sent to S3
+        self.bytes_out: collections.Counter = collections.Counter()  # ... -> bytes received from S3
+        self.log: list[tuple[str, str, str]] | None = None  # (kind, path, query) of each request, when a list
+
+    def add(self, kind: str, state: bool, sent: int, received: int, path: str = "", query: str = ""):
+        with self.lock:
+            if self.log is not None:
+                self.log.append((kind, path, query))
+            self.requests[kind, state] += 1
+            self.bytes_in[kind, state] += sent
+            self.bytes_out[kind, state] += received
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return {"requests": dict(self.requests), "sent": dict(self.bytes_in), "received": dict(self.bytes_out)}
+
+    def reset(self):
+        with self.lock:
+            self.requests.clear()
+            self.bytes_in.clear()
+            self.bytes_out.clear()
+
+
+class CountingProxy:
+    def __init__(self, upstream_port: int):
+        counts = self.counts = Counts()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    parts = []
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return b"".join(parts)
+                        parts.append(self.rfile.read(size))
+                        self.rfile.readline()
+                n = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(n) if n else b""
+
+            def _forward(self):
+                body = self._body()
+                url = urllib.parse.urlsplit(self.path)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+                if body or self.command in ("PUT", "POST"):
+                    headers["Content-Length"] = str(len(body))
+                conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=120)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                # counted before the reply, so the client never sees a reply not yet counted
+                path, query = urllib.parse.unquote(url.path), urllib.parse.unquote(url.query)
+                kind = request_kind(self.command, path, url.query)
+                state = under_state(path, url.query) or (kind == "DELETE" and b"/state/" in body)
+                counts.add(kind, state, len(body), len(data) if self.command != "HEAD" else 0, path, query)
+                self.send_response(resp.status, resp.reason)
+                head = self.command == "HEAD"  # its Content-Length is the object's: kept
+                for k, v in resp.getheaders():
+                    if k.lower() not in _HOP and (head or k.lower() != "content-length"):
+                        self.send_header(k, v)
+                if not head:
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> "CountingProxy":
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
