@@ -454,7 +454,7 @@ public final class StoreCheckpoint {
         LocalFileCache c = cache;
         if (uploads == cleanedAtUploads) {
             // nothing written since a pass that deleted all it could: no listing (on an object
-            // store two LISTs, each billed), as nothing new can be stale
+            // store billed requests), as nothing new can be stale (DESIGN 105)
             if (c != null) {
                 c.markUsed();
                 c.sweepUnused(cacheMaxAgeMillis);
