@@ -8,13 +8,12 @@ import base64
 import pathlib
 import re
 import shutil
-import socket
 import subprocess
 import time
 import uuid
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SERVERS = ROOT / "build" / "servers"
+from server_process import SERVERS, classpath, die_with_parent, free_port
+
 BROKER_CLASSPATH = SERVERS / "kafka-broker.classpath"
 CONNECTOR_CLASSPATH = SERVERS / "spark-kafka.classpath"
 # The connector's jars Spark needs besides its own (the rest of the connector's dependencies,
@@ -33,39 +32,18 @@ rootLogger.appenderRef.file.ref = file
 """
 
 
-def _classpath(path: pathlib.Path) -> list[str]:
-    if not path.is_file():
-        raise RuntimeError(f"{path} is missing: run `make servers` (Maven resolves the Kafka broker "
-                           f"and Spark's Kafka connector into ~/.m2 and writes the classpaths there)")
-    return [p for p in path.read_text().strip().split(":") if p]
-
-
 def connector_jars() -> list[str]:
     """Spark's Kafka connector and the jars it needs that pyspark does not ship."""
-    jars = [p for p in _classpath(CONNECTOR_CLASSPATH)
+    jars = [p for p in classpath(CONNECTOR_CLASSPATH)
             if any(re.match(re.escape(a) + r"[-_]", pathlib.Path(p).name) for a in CONNECTOR_ARTIFACTS)]
     assert len(jars) == len(CONNECTOR_ARTIFACTS), jars
     return jars
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the process that started it dies (no orphan
-    broker after a killed test run)."""
-    import ctypes
-    import signal
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class KafkaBroker:
     def __init__(self, work: pathlib.Path):
         self.work = work
-        self.port, self.controller_port = _free_port(), _free_port()
+        self.port, self.controller_port = free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.log = work / "broker.log"
@@ -73,7 +51,7 @@ class KafkaBroker:
     def _java(self, main: str, *args: str, **popen) -> subprocess.Popen:
         return subprocess.Popen(
             ["java", "-Xmx512m", "-XX:+UseSerialGC", f"-Dlog4j2.configurationFile={self.work / 'log4j2.properties'}",
-             "-cp", ":".join(_classpath(BROKER_CLASSPATH)), main, *args], preexec_fn=_die_with_parent, **popen)
+             "-cp", ":".join(classpath(BROKER_CLASSPATH)), main, *args], preexec_fn=die_with_parent, **popen)
 
     def start(self, timeout_s: float = 90) -> "KafkaBroker":
         self.work.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 
-from kafka_broker import SERVERS, _classpath, _die_with_parent, _free_port
+from server_process import SERVERS, classpath, die_with_parent, free_port
 
 S3A_CLASSPATH = SERVERS / "s3a.classpath"
 ACCESS_KEY, SECRET_KEY, REGION = "ttlstate-test", "ttlstate-test-secret", "us-east-1"
@@ -22,13 +22,13 @@ ACCESS_KEY, SECRET_KEY, REGION = "ttlstate-test", "ttlstate-test-secret", "us-ea
 
 def s3a_jars() -> list[str]:
     """hadoop-aws and the AWS SDK bundle (the Hadoop client itself is pyspark's)."""
-    return _classpath(S3A_CLASSPATH)
+    return classpath(S3A_CLASSPATH)
 
 
 class S3Server:
     def __init__(self, work: pathlib.Path):
         self.work = work
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
@@ -36,7 +36,7 @@ class S3Server:
         self.work.mkdir(parents=True, exist_ok=True)
         self.log = open(self.work / "s3.log", "w")
         self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                                     stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
