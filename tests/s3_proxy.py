@@ -1,13 +1,17 @@
 """A counting HTTP proxy in front of the S3 server (tests/s3_server.py): every request S3A makes
 passes through it and is counted by kind (PUT, GET, HEAD, LIST, DELETE, POST) and by whether
 its object lies under a checkpoint's `state/` directory, with the bytes sent and received.
-Threads in the test's process, on a loopback port; `stop()` ends them."""
+It also injects faults on request (`fail`): a 503 SlowDown, a connection dropped after the
+request's bytes arrived and before the server saw them, or after the server stored them and
+before the reply (the client cannot tell whether its PUT happened). Threads in the test's
+process, on a loopback port; `stop()` ends them."""
 
 from __future__ import annotations
 
 import collections
 import http.client
 import http.server
+import re
 import threading
 import urllib.parse
 
@@ -61,9 +65,33 @@ class Counts:
             self.bytes_out.clear()
 
 
+SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+             b'<Message>Please reduce your request rate.</Message></Error>')
+FAULTS = ("slowdown", "reset", "lost-reply")
+
+
+class Faults:
+    """Faults to inject: each (how, method, path regex) for its next `times` matching requests."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.pending: list[list] = []  # [how, method, compiled regex, times left]
+        self.injected: list[tuple[str, str, str]] = []  # (how, method, path)
+
+    def take(self, method: str, path: str) -> str | None:
+        with self.lock:
+            for f in self.pending:
+                if f[3] > 0 and f[1] == method and f[2].search(path):
+                    f[3] -= 1
+                    self.injected.append((f[0], method, path))
+                    return f[0]
+        return None
+
+
 class CountingProxy:
     def __init__(self, upstream_port: int):
         counts = self.counts = Counts()
+        faults = self.faults = Faults()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -85,9 +113,24 @@ class CountingProxy:
                 n = int(self.headers.get("Content-Length") or 0)
                 return self.rfile.read(n) if n else b""
 
+            def _drop(self):
+                """Ends the connection without a reply (the client sees it reset)."""
+                self.close_connection = True
+                self.connection.shutdown(2)
+
             def _forward(self):
                 body = self._body()
                 url = urllib.parse.urlsplit(self.path)
+                fault = faults.take(self.command, urllib.parse.unquote(url.path))
+                if fault == "slowdown":
+                    self.send_response(503, "Slow Down")
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(SLOW_DOWN)))
+                    self.end_headers()
+                    self.wfile.write(SLOW_DOWN)
+                    return
+                if fault == "reset":
+                    return self._drop()
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
                 if body or self.command in ("PUT", "POST"):
                     headers["Content-Length"] = str(len(body))
@@ -98,6 +141,8 @@ class CountingProxy:
                     data = resp.read()
                 finally:
                     conn.close()
+                if fault == "lost-reply":
+                    return self._drop()
                 # counted before the reply, so the client never sees a reply not yet counted
                 path, query = urllib.parse.unquote(url.path), urllib.parse.unquote(url.query)
                 kind = request_kind(self.command, path, url.query)
@@ -121,6 +166,14 @@ class CountingProxy:
         self.port = self.server.server_address[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def fail(self, how: str, method: str, path_regex: str, times: int = 1):
+        """The next `times` requests of `method` whose (unquoted) path matches `path_regex` fail
+        `how` (one of FAULTS)."""
+        if how not in FAULTS:
+            raise ValueError(f"unknown fault {how!r}; one of {FAULTS}")
+        with self.faults.lock:
+            self.faults.pending.append([how, method, re.compile(path_regex), times])
 
     def start(self) -> "CountingProxy":
         self.thread.start()

@@ -1,17 +1,21 @@
 """ttlstate with its checkpoint on S3 (issue 44): S3A (hadoop-aws, resolved by `make servers`)
-against a real S3-protocol server on loopback (moto's, started here; tests/s3_server.py), each
-driver its own process. The aggregation and dropDuplicatesWithinWatermark with TTL, their
-checkpoints at `s3a://`, give batch for batch the output of the HDFS-backed provider with a local
-checkpoint, across a driver restart and with snapshots uploaded by maintenance; the state files
-are objects in the bucket."""
+against a real S3-protocol server on loopback (moto's, started here; tests/s3_server.py) behind
+a proxy that counts requests and injects faults (tests/s3_proxy.py), each driver its own process.
+The aggregation and dropDuplicatesWithinWatermark with TTL, their checkpoints at `s3a://`, give
+batch for batch the output of the HDFS-backed provider with a local checkpoint, across a driver
+restart and with snapshots uploaded by maintenance; the state files are objects in the bucket.
+With 503 SlowDowns, connections reset after an upload's bytes were sent, and PUTs whose reply is
+lost after the server stored them, the output is still the same."""
 
 from __future__ import annotations
 
+import collections
 import json
 
 import pytest
 
 import streaming as st
+from s3_proxy import CountingProxy
 from s3_server import S3Server
 from streaming import HDFS, TTLSTATE
 
@@ -22,6 +26,7 @@ PIPELINE = HERE / "s3_pipeline.py"
 BUCKET = "ttlstate-checkpoints"
 PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 N_FILES = 8
+PARTS = ((0, N_FILES // 2), (N_FILES // 2, N_FILES))  # each part a driver of its own
 # TTL on and reached by nothing in the run; maintenance often and a snapshot after every second
 # changelog, so that snapshots (manifests and their SSTs) are uploaded as well as changelogs
 TTLSTATE_CONFS = {PREFIX + "ttl": "1h", "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
@@ -31,17 +36,32 @@ TTLSTATE_CONFS = {PREFIX + "ttl": "1h", "spark.sql.streaming.stateStore.maintena
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     server = S3Server(tmp_path_factory.mktemp("s3")).start()
+    proxy = CountingProxy(server.port).start()
     try:
         server.client().create_bucket(Bucket=BUCKET)
-        yield server
+        yield server, proxy
     finally:
+        proxy.stop()
         server.stop()
 
 
-def _run(work, tag: str, provider: str, checkpoint: str, confs: dict, s3: S3Server) -> dict:
+@pytest.fixture(scope="module")
+def reference(s3, tmp_path_factory):
+    """The input files, and the HDFS provider's output of each part (a local checkpoint)."""
+    files = st.generate_events(N_FILES, 200, n_keys=50, n_values=10, seed=81)
+    work = tmp_path_factory.mktemp("s3-reference")
+    out = {}
+    for part, (start, stop) in enumerate(PARTS, start=1):
+        st.write_files(work / "events", files, start, stop)
+        out[part] = _run(work, f"hdfs-{part}", HDFS, str(work / "ck-hdfs"), {}, s3)
+    return files, out
+
+
+def _run(work, tag: str, provider: str, checkpoint: str, confs: dict, s3) -> dict:
+    server, proxy = s3
     spec = dict(queries=["agg", "dedup"], input=str(work / "events"), checkpoint=checkpoint,
                 out_file=str(work / f"{tag}.json"),
-                confs={**s3.spark_confs(), st.PROVIDER_CLASS_KEY: provider, **confs})
+                confs={**server.spark_confs(proxy.endpoint), st.PROVIDER_CLASS_KEY: provider, **confs})
     proc, log, log_path = st.spawn_spec_process(str(PIPELINE), spec, work, tag)
     code = st.wait_or_kill(proc, 900)
     log.close()
@@ -49,26 +69,48 @@ def _run(work, tag: str, provider: str, checkpoint: str, confs: dict, s3: S3Serv
     return json.loads((work / f"{tag}.json").read_text())
 
 
-def test_checkpoints_on_s3_give_the_hdfs_providers_output_across_a_restart(s3, tmp_path):
-    files = st.generate_events(N_FILES, 200, n_keys=50, n_values=10, seed=81)
-    checkpoint = f"s3a://{BUCKET}/{tmp_path.name}"
+def _run_on_s3(s3, reference, work, tag: str) -> dict:
+    """ttlstate in two parts, its checkpoint in the bucket: part -> output."""
+    files, _ = reference
     runs = {}
-    for part, (start, stop) in enumerate(((0, N_FILES // 2), (N_FILES // 2, N_FILES)), start=1):
-        st.write_files(tmp_path / "events", files, start, stop)
-        # each part a driver of its own: the second continues the first's checkpoints
-        runs[HDFS, part] = _run(tmp_path, f"hdfs-{part}", HDFS, str(tmp_path / "ck-hdfs"), {}, s3)
-        runs[TTLSTATE, part] = _run(tmp_path, f"ttlstate-{part}", TTLSTATE, checkpoint, TTLSTATE_CONFS, s3)
+    for part, (start, stop) in enumerate(PARTS, start=1):
+        st.write_files(work / "events", files, start, stop)
+        runs[part] = _run(work, f"{tag}-{part}", TTLSTATE, f"s3a://{BUCKET}/{tag}", TTLSTATE_CONFS, s3)
+    return runs
+
+
+def _assert_same_output(reference, runs):
+    _, expected_runs = reference
     for q in ("agg", "dedup"):
         for part in (1, 2):
-            expected, actual = runs[HDFS, part][q], runs[TTLSTATE, part][q]
+            expected, actual = expected_runs[part][q], runs[part][q]
             assert actual["ttlstate_metrics"] and not expected["ttlstate_metrics"], q
             assert len(expected["batches"]) >= N_FILES // 2, (q, part, sorted(expected["batches"]))  # and no-data batches
             assert actual["batches"] == expected["batches"], (q, part)
-        assert sum(len(rows) for part in (1, 2) for rows in runs[HDFS, part][q]["batches"].values()) >= 200, q
+        assert sum(len(rows) for part in (1, 2) for rows in expected_runs[part][q]["batches"].values()) >= 200, q
+
+
+def test_checkpoints_on_s3_give_the_hdfs_providers_output_across_a_restart(s3, reference, tmp_path):
+    _assert_same_output(reference, _run_on_s3(s3, reference, tmp_path, "plain"))
     # the state is in the bucket: changelogs of every version, and snapshots with their SSTs
-    keys = [o["Key"] for page in s3.client().get_paginator("list_objects_v2").paginate(
-        Bucket=BUCKET, Prefix=f"{tmp_path.name}/") for o in page.get("Contents", [])]
+    server, _ = s3
+    keys = [o["Key"] for page in server.client().get_paginator("list_objects_v2").paginate(
+        Bucket=BUCKET, Prefix="plain/") for o in page.get("Contents", [])]
     for q in ("agg", "dedup"):
-        state = [k for k in keys if k.startswith(f"{tmp_path.name}/{q}/state/")]
+        state = [k for k in keys if k.startswith(f"plain/{q}/state/")]
         assert any(k.endswith(".changelog") for k in state), state[:20]
         assert any(k.endswith(".manifest") for k in state) and any(k.endswith(".sst") for k in state), state[:40]
+
+
+def test_s3_faults_change_no_output(s3, reference, tmp_path):
+    _, proxy = s3
+    # S3A writes a file as a temp object, then copies it into place: faults on both, on
+    # changelogs, manifests and SSTs
+    proxy.fail("slowdown", "PUT", r"/faults/.*/state/.*\.changelog", times=3)
+    proxy.fail("reset", "PUT", r"/faults/.*/state/.*\.changelog\.[^/]*\.tmp$", times=2)
+    proxy.fail("lost-reply", "PUT", r"/faults/.*/state/.*\.changelog$", times=2)
+    proxy.fail("lost-reply", "PUT", r"/faults/.*/state/.*(\.manifest|\.sst)", times=2)
+    proxy.fail("slowdown", "GET", r"/faults/.*/state/", times=2)
+    _assert_same_output(reference, _run_on_s3(s3, reference, tmp_path, "faults"))
+    injected = collections.Counter(how for how, _, path in proxy.faults.injected if "/faults/" in path)
+    assert injected["slowdown"] >= 3 and injected["reset"] == 2 and injected["lost-reply"] >= 3, proxy.faults.injected
