@@ -28,7 +28,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 import report  # noqa: E402
 import streaming as st  # noqa: E402
 from s3_proxy import CountingProxy  # noqa: E402
-from s3_server import S3Server  # noqa: E402
+from s3_server import S3Server, running_s3  # noqa: E402
 
 BATCHES = int(os.environ.get("BENCH_S3_BATCHES", "12"))
 ROWS = int(os.environ.get("BENCH_S3_ROWS", "5000"))
@@ -46,14 +46,8 @@ RESULTS: dict[str, dict] = {}
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory, _report):
-    server = S3Server(tmp_path_factory.mktemp("s3")).start()
-    proxy = CountingProxy(server.port).start()
-    try:
-        server.client().create_bucket(Bucket=BUCKET)
-        yield server, proxy
-    finally:
-        proxy.stop()
-        server.stop()
+    with running_s3(tmp_path_factory.mktemp("s3"), BUCKET) as server_and_proxy:
+        yield server_and_proxy
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import subprocess
 import time
 import uuid
 
-from server_process import SERVERS, classpath, die_with_parent, free_port
+from server_process import SERVERS, classpath, die_with_parent, free_port, stop_process
 
 BROKER_CLASSPATH = SERVERS / "kafka-broker.classpath"
 CONNECTOR_CLASSPATH = SERVERS / "spark-kafka.classpath"
@@ -89,12 +89,6 @@ class KafkaBroker:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no log)"
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 30)
         self.proc = None
         shutil.rmtree(self.work / "data", ignore_errors=True)

@@ -36,14 +36,9 @@ QUERIES = {
 
 def session(spec: dict):
     import ttlstate
-    from pyspark.sql import SparkSession
     jars = [ttlstate.jar_path(), *kafka_broker.connector_jars()]
-    b = (SparkSession.builder.master("local[2,4]").appName("ttlstate-kafka")
-         .config("spark.jars", ",".join(jars))
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.memory", "1g"))
+    b = (st.session_builder("ttlstate-kafka").master("local[2,4]")
+         .config("spark.jars", ",".join(jars)).config("spark.sql.shuffle.partitions", "2"))
     for k, v in spec.get("confs", {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
@@ -97,10 +92,8 @@ def run(spec: dict):
         if killer is not None:
             killer.done.set()
         progress = [json.loads(p.json) for p in query.recentProgress]
-        served = any(k.startswith("ttlstate") for p in progress for op in p.get("stateOperators", [])
-                     for k in (op.get("customMetrics") or {}))
         print("RESULT " + json.dumps({"query": name, "batches": [p["batchId"] for p in progress],
-                                      "ttlstate_metrics": served,
+                                      "ttlstate_metrics": st.served_by(progress, st.TTLSTATE),
                                       "killed": killer.killed if killer else []}), flush=True)
     spark.stop()
 

@@ -18,12 +18,9 @@ QUERIES = {"agg": (st.agg_by_key, "update"), "dedup": (st.dedup_within_watermark
 
 def main(spec: dict):
     import ttlstate
-    from pyspark.sql import SparkSession
-    b = (SparkSession.builder.master("local[2]").appName("ttlstate-s3")
+    b = (st.session_builder("ttlstate-s3")
          .config("spark.driver.extraClassPath", ":".join(s3_server.s3a_jars()))
-         .config("spark.jars", ttlstate.jar_path())
-         .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC"))
+         .config("spark.jars", ttlstate.jar_path()).config("spark.sql.shuffle.partitions", "2"))
     for k, v in spec["confs"].items():
         b = b.config(k, v)
     spark = b.getOrCreate()
@@ -40,9 +37,7 @@ def main(spec: dict):
              .option("checkpointLocation", f"{spec['checkpoint']}/{name}").trigger(availableNow=True).start())
         q.awaitTermination(600)
         progress = [json.loads(p.json) for p in q.recentProgress]
-        out[name] = {"batches": batches, "ttlstate_metrics": any(
-            k.startswith("ttlstate") for p in progress for op in p.get("stateOperators", [])
-            for k in (op.get("customMetrics") or {}))}
+        out[name] = {"batches": batches, "ttlstate_metrics": st.served_by(progress, st.TTLSTATE)}
     with open(spec["out_file"], "w") as f:
         json.dump(out, f)
     spark.stop()

@@ -8,13 +8,14 @@ uploads, conditional and ranged GETs, ListObjectsV2, bulk deletes)."""
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import subprocess
 import sys
 import time
 import urllib.request
 
-from server_process import SERVERS, classpath, die_with_parent, free_port
+from server_process import SERVERS, classpath, die_with_parent, free_port, stop_process
 
 S3A_CLASSPATH = SERVERS / "s3a.classpath"
 ACCESS_KEY, SECRET_KEY, REGION = "ttlstate-test", "ttlstate-test-secret", "us-east-1"
@@ -31,6 +32,7 @@ class S3Server:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
+        self.log = None  # the server's output, while it runs
 
     def start(self, timeout_s: float = 60) -> "S3Server":
         self.work.mkdir(parents=True, exist_ok=True)
@@ -65,13 +67,23 @@ class S3Server:
                 h + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"}
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 20)
         self.proc = None
-        if getattr(self, "log", None):
+        if self.log is not None:
             self.log.close()
+            self.log = None
+
+
+@contextlib.contextmanager
+def running_s3(work: pathlib.Path, bucket: str):
+    """An S3 server with `bucket`, and a counting proxy in front of it (tests/s3_proxy.py):
+    yields (server, proxy); both stop afterwards."""
+    from s3_proxy import CountingProxy
+    server = S3Server(work).start()
+    proxy = CountingProxy(server.port).start()
+    try:
+        server.client().create_bucket(Bucket=bucket)
+        yield server, proxy
+    finally:
+        proxy.stop()
+        server.stop()

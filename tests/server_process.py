@@ -7,6 +7,7 @@ import ctypes
 import pathlib
 import signal
 import socket
+import subprocess
 
 SERVERS = pathlib.Path(__file__).resolve().parents[1] / "build" / "servers"
 
@@ -29,3 +30,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop_process(proc: subprocess.Popen | None, timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL after `timeout_s`; waits for the process either way."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -212,7 +212,7 @@ class RunResult:
         return max((op.get("numRowsTotal", 0) for op in self.state_operators()), default=0)
 
     def custom_metric_names(self) -> set[str]:
-        return {k for op in self.state_operators() for k in (op.get("customMetrics") or {})}
+        return custom_metric_names(self.progress)
 
     def output_rows_per_batch(self) -> dict[int, int]:
         return {p["batchId"]: p["sink"].get("numOutputRows", -1) for p in self.progress}
@@ -404,6 +404,16 @@ def merge_runs(*runs: RunResult) -> RunResult:
 
 # ---------------------------------------------------------------------------------------
 # Assertions about which provider served a query
+
+def custom_metric_names(progress: list[dict]) -> set[str]:
+    """The custom metric names of the state operators of every progress update (as dicts)."""
+    return {k for p in progress for op in p.get("stateOperators", []) for k in (op.get("customMetrics") or {})}
+
+
+def served_by(progress: list[dict], provider: str) -> bool:
+    """Whether the progress carries `provider`'s custom metrics (`METRIC_PREFIX`)."""
+    return any(n.startswith(METRIC_PREFIX[provider]) for n in custom_metric_names(progress))
+
 
 def assert_provider_served(result: RunResult, provider: str):
     """The progress shows state kept by `provider` (and not by another provider)."""

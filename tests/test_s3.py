@@ -15,8 +15,7 @@ import json
 import pytest
 
 import streaming as st
-from s3_proxy import CountingProxy
-from s3_server import S3Server
+from s3_server import running_s3
 from streaming import HDFS, TTLSTATE
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
@@ -35,14 +34,8 @@ TTLSTATE_CONFS = {PREFIX + "ttl": "1h", "spark.sql.streaming.stateStore.maintena
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("s3")).start()
-    proxy = CountingProxy(server.port).start()
-    try:
-        server.client().create_bucket(Bucket=BUCKET)
-        yield server, proxy
-    finally:
-        proxy.stop()
-        server.stop()
+    with running_s3(tmp_path_factory.mktemp("s3"), BUCKET) as server_and_proxy:
+        yield server_and_proxy
 
 
 @pytest.fixture(scope="module")

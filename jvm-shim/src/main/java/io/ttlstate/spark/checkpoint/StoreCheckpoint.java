@@ -466,7 +466,8 @@ public final class StoreCheckpoint {
         CheckpointFiles.SstListing sstListing = files.listSsts();
         Retention r = Retention.of(listing, files.dir(), v2, minVersionsToRetain, minVersionsToDelete,
                 maxVersionsToDelete);
-        Set<String> referenced = referencedSsts(conn, r.retainedManifests());
+        List<StateFileName> retainedManifests = r.retainedManifests();
+        Set<String> referenced = referencedSsts(conn, retainedManifests);
         List<FileStatus> delete = new ArrayList<>();
         r.deletable.forEach(f -> delete.add(f.status));
         delete.addAll(r.deletableTemps(listing.temps));
@@ -493,7 +494,7 @@ public final class StoreCheckpoint {
         }
         // complete: every stale file found was deleted (an SST whose manifest could not be read
         // is not known to be stale, so that pass is not)
-        cleanedAtUploads = r.complete && (referenced != null || r.retainedManifests().isEmpty()) ? uploads : -1;
+        cleanedAtUploads = r.complete && (referenced != null || retainedManifests.isEmpty()) ? uploads : -1;
         if (!deleted.isEmpty() || pruned > 0) {
             String ssts = referenced != null ? "" : conn == null ? " (no SSTs: no worker)" : " (no SSTs)";
             LOG.info("Cleanup of {} (keeping versions from {}): deleted {} checkpoint files{}, {} local cache entries",
