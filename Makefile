@@ -45,23 +45,32 @@ $(BENCH_JAR): $(BENCH_SOURCES)
 	@test -f $(BENCH_JAR)
 
 # The servers the tests start and the clients they need (pytest -m kafka, -m s3): Maven resolves
-# the Kafka broker, Spark's Kafka connector and S3A (hadoop-aws with the AWS SDK) into its cache
-# (~/.m2) and writes their classpaths under build/servers/ (buildsys/servers/*.pom.xml;
-# tests/kafka_broker.py and tests/s3_server.py read them). The S3 server is moto's, from PyPI.
-SERVERS := build/servers/kafka-broker.classpath build/servers/spark-kafka.classpath build/servers/s3a.classpath
+# the Kafka broker, Spark's Kafka connector, S3A (hadoop-aws with the AWS SDK) and Hadoop's
+# minicluster into its cache (~/.m2) and writes their classpaths under build/servers/
+# (buildsys/servers/*.pom.xml; tests/kafka_broker.py, tests/s3_server.py and tests/hdfs_cluster.py
+# read them). The S3 server is moto's, from PyPI.
+SERVERS := build/servers/kafka-broker.classpath build/servers/spark-kafka.classpath build/servers/s3a.classpath \
+	build/servers/minicluster.classpath build/servers/minihdfs/MiniHdfs.class
 servers: $(SERVERS)
 
 build/servers/kafka-broker.classpath: buildsys/servers/kafka.pom.xml
 	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
-	mvn -q -B -Dstyle.color=never -f $< -P broker dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@
+	mvn -q -B -Dstyle.color=never -f $< -P broker dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@ && touch $@
 
 build/servers/spark-kafka.classpath: buildsys/servers/kafka.pom.xml
 	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
-	mvn -q -B -Dstyle.color=never -f $< -P connector dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@
+	mvn -q -B -Dstyle.color=never -f $< -P connector dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@ && touch $@
 
 build/servers/s3a.classpath: buildsys/servers/s3.pom.xml
 	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
-	mvn -q -B -Dstyle.color=never -f $< dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@
+	mvn -q -B -Dstyle.color=never -f $< dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@ && touch $@
+
+build/servers/minicluster.classpath: buildsys/servers/hdfs.pom.xml
+	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
+	mvn -q -B -Dstyle.color=never -f $< dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@ && touch $@
+
+build/servers/minihdfs/MiniHdfs.class: buildsys/servers/MiniHdfs.java build/servers/minicluster.classpath
+	javac -nowarn -d $(@D) -cp "$$(cat build/servers/minicluster.classpath)" $<
 
 demo: setup
 	$(PYTHON) -m ttlstate.demo

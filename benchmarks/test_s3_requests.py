@@ -28,7 +28,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 import report  # noqa: E402
 import streaming as st  # noqa: E402
 from s3_proxy import CountingProxy  # noqa: E402
-from s3_server import S3Server, running_s3  # noqa: E402
+from s3_server import S3Server, running_s3, s3a_jars  # noqa: E402
 
 BATCHES = int(os.environ.get("BENCH_S3_BATCHES", "12"))
 ROWS = int(os.environ.get("BENCH_S3_ROWS", "5000"))
@@ -40,7 +40,7 @@ VARIANTS = {
     "rocksdb-changelog": (ROCKSDB, {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}),
 }
 KINDS = ("PUT", "GET", "HEAD", "LIST", "DELETE", "POST")
-PIPELINE = pathlib.Path(__file__).resolve().parents[1] / "tests" / "s3_pipeline.py"
+PIPELINE = pathlib.Path(__file__).resolve().parents[1] / "tests" / "checkpoint_pipeline.py"
 RESULTS: dict[str, dict] = {}
 
 
@@ -60,7 +60,7 @@ def events(tmp_path_factory):
 def _run(work: pathlib.Path, server: S3Server, proxy: CountingProxy, variant: str, events) -> dict:
     provider, confs = VARIANTS[variant]
     spec = dict(queries=["agg"], input=str(events), checkpoint=f"s3a://{BUCKET}/{variant}",
-                out_file=str(work / f"{variant}.json"),
+                out_file=str(work / f"{variant}.json"), driver_classpath=s3a_jars(),
                 confs={**server.spark_confs(proxy.endpoint), st.PROVIDER_CLASS_KEY: provider,
                        "spark.sql.streaming.stateStore.maintenanceInterval": "5s", **confs})
     proc, log, log_path = st.spawn_spec_process(str(PIPELINE), spec, work, variant)

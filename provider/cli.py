@@ -1,6 +1,8 @@
 """`python -m ttlstate inspect|dump|verify|repartition <checkpointLocation>`: argument parsing,
 the commands and their text or JSON output. Reading the checkpoint is `checkpoint_reader`;
-decoding Spark's rows is `unsaferow`; rescaling a stopped query's state is `repartition`.
+decoding Spark's rows is `unsaferow`; rescaling a stopped query's state is `repartition`; a
+checkpoint on another Hadoop file system (hdfs:, s3a:, ...) is reached through
+`remote_checkpoint`.
 
 Exit status: 0 success; 1 `verify` found problems (or `inspect` could not load a store);
 2 a usage error or a location that cannot be read as asked (`error: [CLASS] message`).
@@ -9,6 +11,7 @@ Exit status: 0 success; 1 `verify` found problems (or `inspect` could not load a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -17,19 +20,23 @@ import sys
 import time
 
 from . import checkpoint_reader as cr
-from . import repartition, statefile, unsaferow
+from . import remote_checkpoint, repartition, statefile, unsaferow
 from .conf import PREFIX
 from .errors import TtlstateError
 from .ttl import event_time, expiration_ts
 from .ttl import config as ttl_config
 from .ttl.config import TimeCharacteristic
 
-LOCAL_ONLY = ("Reads local file system paths and file: URIs only (not hdfs:, s3a:, ...); "
-              "never changes the checkpoint.")
+READ_ONLY = ("Never changes the checkpoint. " 
+             "A checkpoint on another Hadoop file system (hdfs:, s3a:, ...) is copied to a local "
+             "temporary directory first, with the --conf spark.* settings the query uses for it.")
 # Histogram edges (ms): remaining time-to-live (or age) up to each edge, then beyond the last.
 _EDGES = [(0, "<= 0"), (1_000, "<= 1s"), (10_000, "<= 10s"), (60_000, "<= 1m"),
           (600_000, "<= 10m"), (3_600_000, "<= 1h"), (21_600_000, "<= 6h"),
           (86_400_000, "<= 1d"), (604_800_000, "<= 7d"), (2_592_000_000, "<= 30d")]
+
+
+_shown = [lambda text: text]  # paths of a remote checkpoint's local copy shown as its own
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except TtlstateError as e:
-        print(f"error: [{e.error_class}] {e}", file=sys.stderr)
+        print(f"error: [{e.error_class}] {_shown[0](str(e))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `... dump | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -56,23 +63,27 @@ def _parser() -> argparse.ArgumentParser:
         # the `ttlstate` console command or `python -m ttlstate`
         prog="ttlstate" if os.path.basename(sys.argv[0]) == "ttlstate" else "python -m ttlstate",
         description="Look inside the state of a streaming query's checkpoint kept by ttlstate, "
-                    "or rescale a stopped query's state to another number of shuffle partitions: "
-                    "local file system paths and file: URIs only (not hdfs:, s3a:, ...).")
+                    "or rescale a stopped query's state to another number of shuffle partitions, "
+                    "on any Hadoop file system the query uses (a local path, file:, hdfs:, "
+                    "s3a:, ...).")
     sub = p.add_subparsers(dest="command", required=True,
                            metavar="{inspect,dump,verify,repartition}")
 
     def location(sp):
         sp.add_argument("location", metavar="checkpointLocation",
-                        help="the query's checkpoint location: a local path or a file: URI")
+                        help="the query's checkpoint location: a local path or a URI of a "
+                             "Hadoop file system (file:, hdfs:, s3a:, ...)")
+        sp.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[],
+                        help="a Spark conf the query's file system needs (spark.hadoop.*, "
+                             "spark.jars.packages, ...: passed to spark-submit) or, for "
+                             f"inspect, a {PREFIX}* TTL setting of the query, per-operator and "
+                             "per-store overrides included (repeatable)")
 
     def ttl_args(sp):
         sp.add_argument("--ttl", metavar="DURATION",
                         help="the TTL the query runs with (30s, 10 minutes, 1h, ...): the "
                              "checkpoint does not record it; gives remaining time-to-live "
                              "and live key counts")
-        sp.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[],
-                        help=f"a {PREFIX}* TTL setting of the query, per-operator and "
-                             "per-store overrides included (repeatable)")
         sp.add_argument("--now", metavar="MS", type=int,
                         help="the time (ms since the epoch) to measure time-to-live against; "
                              "default: now, or for stores whose TTL runs on event time "
@@ -85,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
                         "operators, partitions and stores, the versions retained (manifests, "
                         "changelogs), sizes on disk, key counts of the latest version, the TTL "
                         "settings recorded and a histogram of the entries' remaining "
-                        "time-to-live (their age without --ttl). " + LOCAL_ONLY)
+                        "time-to-live (their age without --ttl). " + READ_ONLY)
     location(sp)
     ttl_args(sp)
     sp.add_argument("--json", action="store_true", help="print one JSON document")
@@ -94,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("dump", help="keys and values of one store, with their TTL timestamps",
                         description="Print the entries of one store at one version: keys and "
                         "values decoded with the state schema Spark recorded (hex when it is "
-                        "unknown or does not fit) and each entry's TTL timestamp. " + LOCAL_ONLY)
+                        "unknown or does not fit) and each entry's TTL timestamp. " + READ_ONLY)
     location(sp)
     sp.add_argument("--operator", type=int, required=True, metavar="N")
     sp.add_argument("--partition", type=int, required=True, metavar="P")
@@ -111,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
                         "the size and CRC32 of every SST a manifest lists, every changelog read "
                         "to its end, and that each version's files are all there. Exit 0 if all "
                         "is good, else 1, printing each problem with its file and version. "
-                        + LOCAL_ONLY)
+                        + READ_ONLY)
     location(sp)
     sp.add_argument("--json", action="store_true", help="print one JSON document")
     sp.set_defaults(run=_verify)
@@ -122,7 +133,9 @@ def _parser() -> argparse.ArgumentParser:
                         "and record it as Spark's offline repartition does: a new batch in the "
                         "offset log whose conf says spark.sql.shuffle.partitions=N, and in the "
                         "commit log. The restarted query runs with N partitions. Stop the query "
-                        "first. Works on local file system paths and file: URIs only (not hdfs:, s3a:, ...).")
+                        "first. On another Hadoop file system (hdfs:, s3a:, ...) the checkpoint is "
+                        "copied to a local temporary directory, rescaled there and what changed "
+                        "written back: state files first, then the offset and commit logs.")
     location(sp)
     sp.add_argument("--partitions", required=True, metavar="N",
                     help="the new number of shuffle partitions (a positive integer)")
@@ -133,10 +146,22 @@ def _parser() -> argparse.ArgumentParser:
 
 # -- inspect ----------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _opened(args, parts: list[str] | None = None):
+    """The checkpoint location of `args` (a remote one copied locally, `parts` of it)."""
+    with remote_checkpoint.opened(args.location, _confs(args)[1], parts) as copy:
+        _shown[0] = copy.shown
+        yield copy
+
+
 def _inspect(args) -> int:
-    loc = cr.CheckpointLocation(args.location)
-    ops = loc.operators()
     confs = _ttl_confs(args)
+    with _opened(args) as copy:
+        return _inspect_location(args, cr.CheckpointLocation(copy.path), confs, copy.shown)
+
+
+def _inspect_location(args, loc: cr.CheckpointLocation, confs: dict[str, str], shown) -> int:
+    ops = loc.operators()
     given = args.now is not None
     now = args.now if given else time.time_ns() // 1_000_000
     all_stores = [(op, sd) for op in ops for sd in loc.stores(op)]
@@ -146,6 +171,9 @@ def _inspect(args) -> int:
     for i, (op, sd) in enumerate(all_stores):
         progress(i, len(all_stores), sd.label)
         info = _store_summary(sd, op, confs, now, given)
+        info["path"] = shown(info["path"])
+        if "error" in info:
+            info["error"] = shown(info["error"])
         failed += "error" in info
         by_op[op.id].append(info)
     progress(len(all_stores), len(all_stores), "")
@@ -164,7 +192,7 @@ def _inspect(args) -> int:
             "stores": stores,
         })
     doc = {
-        "checkpoint": loc.path,
+        "checkpoint": shown(loc.path),
         "lastCommittedBatch": loc.last_committed_batch(),
         "now": now,
         "keys": sum(o["keys"] for o in doc_ops),
@@ -178,13 +206,19 @@ def _inspect(args) -> int:
     return 1 if failed else 0
 
 
-def _ttl_confs(args) -> dict[str, str]:
-    confs = {}
+def _confs(args) -> tuple[dict[str, str], dict[str, str]]:
+    """The --conf settings: (ttlstate's TTL settings, the other Spark confs)."""
+    ttl, spark = {}, {}
     for item in args.conf:
         key, sep, value = item.partition("=")
         if not sep:
             raise cr.CheckpointReadError(f"--conf {item!r}: expected KEY=VALUE")
-        confs[key.strip()] = value.strip()
+        (ttl if key.strip().startswith(PREFIX) else spark)[key.strip()] = value.strip()
+    return ttl, spark
+
+
+def _ttl_confs(args) -> dict[str, str]:
+    confs = _confs(args)[0]
     if args.ttl is not None:
         confs[PREFIX + "ttl"] = args.ttl
     ttl_config.resolve(confs, 0)  # a bad value: InvalidConfError naming the key, before any work
@@ -357,7 +391,11 @@ def _ttl_text(t: dict) -> str:
 # -- dump -------------------------------------------------------------------------------------
 
 def _dump(args) -> int:
-    loc = cr.CheckpointLocation(args.location)
+    with _opened(args, ["metadata", "offsets", "commits", f"state/{args.operator}"]) as copy:
+        return _dump_location(args, cr.CheckpointLocation(copy.path), copy.shown)
+
+
+def _dump_location(args, loc: cr.CheckpointLocation, shown) -> int:
     op = loc.operator(args.operator)
     sd = loc.store(op, args.partition, args.store)
     schema = loc.schema(op.id, sd.name)
@@ -368,7 +406,7 @@ def _dump(args) -> int:
     with cr.materialise(sd, version) as loaded:
         total = loaded.store.num_keys
         header = {
-            "checkpoint": loc.path, "operator": op.id, "operatorName": op.name,
+            "checkpoint": shown(loc.path), "operator": op.id, "operatorName": op.name,
             "partition": sd.partition, "store": sd.name, "version": version,
             "versions": sd.versions(), "numEntries": total,
             "valueLayout": statefile.LAYOUT_NAMES[loaded.store.layout],
@@ -440,17 +478,19 @@ def _print_dump_header(h: dict, key_schema, value_schema):
 # -- verify -----------------------------------------------------------------------------------
 
 def _verify(args) -> int:
-    loc = cr.CheckpointLocation(args.location)
-    checked, problems = cr.verify(loc, _Progress("verifying stores"))
+    with _opened(args) as copy:
+        loc = cr.CheckpointLocation(copy.path)
+        checked, problems = cr.verify(loc, _Progress("verifying stores"))
+    shown = copy.shown
     if args.json:
         print(json.dumps({
-            "checkpoint": loc.path, "ok": not problems, "filesChecked": checked,
-            "problems": [{"path": p.path, "version": p.version, "reason": p.reason, "message": str(p)}
-                         for p in problems]}, indent=1))
+            "checkpoint": shown(loc.path), "ok": not problems, "filesChecked": checked,
+            "problems": [{"path": shown(p.path), "version": p.version, "reason": p.reason,
+                          "message": shown(str(p))} for p in problems]}, indent=1))
     else:
         for p in problems:
-            print(f"PROBLEM {p}")
-        print(f"{loc.path}: {checked} files checked, "
+            print(f"PROBLEM {shown(str(p))}")
+        print(f"{shown(loc.path)}: {checked} files checked, "
               + (f"{len(problems)} problem{_s(len(problems))}" if problems else "all good"))
     return 1 if problems else 0
 
@@ -462,7 +502,9 @@ def _repartition(args) -> int:
         n = int(args.partitions)
     except ValueError:
         n = args.partitions
-    r = repartition.repartition(args.location, n, _Progress("rescaling stores"))
+    with _opened(args) as copy, remote_checkpoint.written_back(copy):
+        r = repartition.repartition(copy.path, n, _Progress("rescaling stores"))
+    r.checkpoint = copy.shown(r.checkpoint)
     if args.json:
         print(json.dumps({
             "checkpoint": r.checkpoint, "oldPartitions": r.old_partitions,

@@ -20,12 +20,11 @@ import pathlib
 import re
 import shutil
 import struct
-import subprocess
-import sys
 
 import pytest
 
 import streaming as st
+from offline_tools import cli, cli_json
 import ttl_queries as tq
 from streaming import HDFS, TTLSTATE
 
@@ -39,19 +38,6 @@ TTL_COUNTS = {"a": 3, "b": 1, "c": 1, "d": 1, "e": 1}
 HOUR = 3_600_000
 
 
-def cli(*args, rc: int | None = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "ttlstate", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
-    if rc is not None:
-        assert proc.returncode == rc, (f"python -m ttlstate {' '.join(map(str, args))}: exit "
-                                       f"{proc.returncode}, expected {rc}\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def cli_json(*args):
-    return json.loads(cli(*args, "--json").stdout)
-
-
 def iso(ts: dt.datetime) -> str:
     return ts.isoformat() + "Z"  # Spark gives naive datetimes in the session time zone (UTC)
 
@@ -59,10 +45,12 @@ def iso(ts: dt.datetime) -> str:
 # ---------------------------------------------------------------------------------------
 # Without Spark
 
-def test_help_says_local_paths_only():
+def test_help_names_the_file_systems():
     for args in ([], ["inspect"], ["dump"], ["verify"], ["repartition"]):
-        out = cli(*args, "--help").stdout
-        assert "local file system paths and file: URIs only" in " ".join(out.split()), out
+        out = " ".join(cli(*args, "--help").stdout.split())
+        assert "hdfs:, s3a:, ...)" in out, out
+        if args and args[0] != "repartition":
+            assert "Never changes the checkpoint" in out, out
 
 
 def test_clear_errors_for_locations_that_are_not_checkpoints(tmp_path):
@@ -72,8 +60,10 @@ def test_clear_errors_for_locations_that_are_not_checkpoints(tmp_path):
     (tmp_path / "empty").mkdir()
     p = cli("verify", tmp_path / "empty", rc=2)
     assert f"[TTLSTATE_NOT_A_CHECKPOINT] {tmp_path / 'empty'} is not a checkpoint location" in p.stderr
+    # a Hadoop file system that cannot be reached: the location and the cause
     p = cli("dump", "hdfs://namenode/ck", "--operator", "0", "--partition", "0", rc=2)
-    assert "[TTLSTATE_NOT_A_CHECKPOINT] hdfs://namenode/ck: only local file system paths" in p.stderr
+    assert "[TTLSTATE_REMOTE_CHECKPOINT] download of hdfs://namenode/ck failed" in p.stderr, p.stderr
+    assert "java.net.UnknownHostException: namenode" in p.stderr, p.stderr
     stateless = tmp_path / "stateless"
     (stateless / "offsets").mkdir(parents=True)
     (stateless / "commits").mkdir()

@@ -522,8 +522,9 @@ def test_refuses_a_global_aggregation(spark, tmp_path):
              "global aggregation", "one partition")
 
 
-def test_refuses_a_remote_scheme():
-    _refused("hdfs://namenode/ck", 8, "TTLSTATE_NOT_A_CHECKPOINT", "not hdfs:")
+def test_an_unreachable_file_system_is_named():
+    _refused("hdfs://namenode/ck", 8, "TTLSTATE_REMOTE_CHECKPOINT", "download of hdfs://namenode/ck failed",
+             "UnknownHostException: namenode")
 
 
 @pytest.mark.slow

@@ -14,22 +14,16 @@ import json
 
 import pytest
 
+import checkpoint_pipeline as pipeline
 import streaming as st
-from s3_server import running_s3
+from s3_server import running_s3, s3a_jars
 from streaming import HDFS, TTLSTATE
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
-HERE = st.pathlib.Path(__file__).parent
-PIPELINE = HERE / "s3_pipeline.py"
 BUCKET = "ttlstate-checkpoints"
-PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 N_FILES = 8
 PARTS = ((0, N_FILES // 2), (N_FILES // 2, N_FILES))  # each part a driver of its own
-# TTL on and reached by nothing in the run; maintenance often and a snapshot after every second
-# changelog, so that snapshots (manifests and their SSTs) are uploaded as well as changelogs
-TTLSTATE_CONFS = {PREFIX + "ttl": "1h", "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
-                  "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -52,14 +46,8 @@ def reference(s3, tmp_path_factory):
 
 def _run(work, tag: str, provider: str, checkpoint: str, confs: dict, s3) -> dict:
     server, proxy = s3
-    spec = dict(queries=["agg", "dedup"], input=str(work / "events"), checkpoint=checkpoint,
-                out_file=str(work / f"{tag}.json"),
-                confs={**server.spark_confs(proxy.endpoint), st.PROVIDER_CLASS_KEY: provider, **confs})
-    proc, log, log_path = st.spawn_spec_process(str(PIPELINE), spec, work, tag)
-    code = st.wait_or_kill(proc, 900)
-    log.close()
-    assert code == 0, f"{tag} exited {code}:\n{log_path.read_text(errors='replace')[-4000:]}"
-    return json.loads((work / f"{tag}.json").read_text())
+    return pipeline.run(work, tag, provider, checkpoint, {**server.spark_confs(proxy.endpoint), **confs},
+                        driver_classpath=s3a_jars())
 
 
 def _run_on_s3(s3, reference, work, tag: str) -> dict:
@@ -68,19 +56,12 @@ def _run_on_s3(s3, reference, work, tag: str) -> dict:
     runs = {}
     for part, (start, stop) in enumerate(PARTS, start=1):
         st.write_files(work / "events", files, start, stop)
-        runs[part] = _run(work, f"{tag}-{part}", TTLSTATE, f"s3a://{BUCKET}/{tag}", TTLSTATE_CONFS, s3)
+        runs[part] = _run(work, f"{tag}-{part}", TTLSTATE, f"s3a://{BUCKET}/{tag}", pipeline.TTLSTATE_CONFS, s3)
     return runs
 
 
 def _assert_same_output(reference, runs):
-    _, expected_runs = reference
-    for q in ("agg", "dedup"):
-        for part in (1, 2):
-            expected, actual = expected_runs[part][q], runs[part][q]
-            assert actual["ttlstate_metrics"] and not expected["ttlstate_metrics"], q
-            assert len(expected["batches"]) >= N_FILES // 2, (q, part, sorted(expected["batches"]))  # and no-data batches
-            assert actual["batches"] == expected["batches"], (q, part)
-        assert sum(len(rows) for part in (1, 2) for rows in expected_runs[part][q]["batches"].values()) >= 200, q
+    pipeline.assert_same_batches(reference[1], runs, min_batches=N_FILES // 2, min_rows=200)  # and no-data batches
 
 
 def test_checkpoints_on_s3_give_the_hdfs_providers_output_across_a_restart(s3, reference, tmp_path):

@@ -1,0 +1,91 @@
+"""A PySpark driver of its own for checkpoints on a Hadoop file system (run by tests/test_s3.py,
+tests/test_hdfs.py and the S3 requests benchmark as `python checkpoint_pipeline.py SPEC`): the
+spec's `driver_classpath` (S3A's jars; none for HDFS, whose client is pyspark's) and, for
+ttlstate, its jar on `spark.jars` and `providerClass`, as a user would set them. Runs each query
+of the spec over the JSON files of its input directory (one file per batch,
+Trigger.AvailableNow) with its checkpoint at `<checkpoint>/<query>` (an `s3a://` or `hdfs://`
+URI or a local path), collecting every batch's rows by batch id (foreachBatch), and writes them
+to `out_file` as JSON."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import streaming as st
+
+HERE = pathlib.Path(__file__).resolve().parent
+PREFIX = "spark.sql.streaming.stateStore.ttlstate."
+# TTL on and reached by nothing in the run; maintenance often and a snapshot after every second
+# changelog, so that snapshots (manifests and their SSTs) are uploaded as well as changelogs
+TTLSTATE_CONFS = {PREFIX + "ttl": "1h", "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
+                  "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
+QUERIES = {"agg": (st.agg_by_key, "update"), "dedup": (st.dedup_within_watermark, "append")}
+
+
+def main(spec: dict):
+    import ttlstate
+    b = st.session_builder("ttlstate-checkpoint").config("spark.jars", ttlstate.jar_path()).config(
+        "spark.sql.shuffle.partitions", "2")
+    if spec.get("driver_classpath"):
+        b = b.config("spark.driver.extraClassPath", ":".join(spec["driver_classpath"]))
+    for k, v in spec["confs"].items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel(spec.get("log_level", "ERROR"))
+    out = {}
+    for name in spec["queries"]:
+        build, mode = QUERIES[name]
+        batches = {}
+
+        def collect(df, batch_id, batches=batches):
+            batches[batch_id] = sorted(json.dumps(st.to_plain(r), default=str) for r in df.collect())
+
+        q = (build(st.read_events(spark, spec["input"])).writeStream.outputMode(mode).foreachBatch(collect)
+             .option("checkpointLocation", f"{spec['checkpoint']}/{name}").trigger(availableNow=True).start())
+        q.awaitTermination(600)
+        progress = [json.loads(p.json) for p in q.recentProgress]
+        out[name] = {"batches": batches, "ttlstate_metrics": st.served_by(progress, st.TTLSTATE)}
+    with open(spec["out_file"], "w") as f:
+        json.dump(out, f)
+    spark.stop()
+
+
+def run(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, *, queries=("agg", "dedup"),
+        driver_classpath=(), while_running=None, timeout_s: float = 900, log_level: str = "ERROR") -> dict:
+    """Runs this driver on the JSON files of `work/events` and returns its output; asserts it
+    exited 0. `while_running(proc)`, if given, is called once the driver has started."""
+    spec = dict(queries=list(queries), input=str(work / "events"), checkpoint=checkpoint,
+                out_file=str(work / f"{tag}.json"), driver_classpath=list(driver_classpath),
+                confs={**confs, st.PROVIDER_CLASS_KEY: provider}, log_level=log_level)
+    proc, log, log_path = st.spawn_spec_process(str(HERE / "checkpoint_pipeline.py"), spec, work, tag)
+    try:
+        if while_running is not None:
+            while_running(proc)
+        code = st.wait_or_kill(proc, timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert code == 0, f"{tag} exited {code}:\n{log_path.read_text(errors='replace')[-4000:]}"
+    return json.loads((work / f"{tag}.json").read_text())
+
+
+def assert_same_batches(expected_runs: dict, runs: dict, queries=("agg", "dedup"), min_batches: int = 1,
+                        min_rows: int = 1) -> None:
+    """Each part's batches (part -> query -> output) are the expected ones batch for batch, the
+    actual ones served by ttlstate and the expected ones not."""
+    for q in queries:
+        for part in expected_runs:
+            expected, actual = expected_runs[part][q], runs[part][q]
+            assert actual["ttlstate_metrics"] and not expected["ttlstate_metrics"], q
+            assert len(expected["batches"]) >= min_batches, (q, part, sorted(expected["batches"]))
+            assert actual["batches"] == expected["batches"], (q, part)
+        assert sum(len(rows) for part in expected_runs for rows in expected_runs[part][q]["batches"].values()) >= min_rows, q
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        main(json.load(f))
