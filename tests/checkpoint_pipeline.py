@@ -52,10 +52,24 @@ def main(spec: dict):
     spark.stop()
 
 
-def run(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, *, queries=("agg", "dedup"),
-        driver_classpath=(), while_running=None, timeout_s: float = 900, log_level: str = "ERROR") -> dict:
+def run(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, **kw) -> dict:
     """Runs this driver on the JSON files of `work/events` and returns its output; asserts it
     exited 0. `while_running(proc)`, if given, is called once the driver has started."""
+    code, log = _drive(work, tag, provider, checkpoint, confs, **kw)
+    assert code == 0, f"{tag} exited {code}:\n{log[-4000:]}"
+    return json.loads((work / f"{tag}.json").read_text())
+
+
+def run_failing(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, **kw) -> str:
+    """As `run`, for a driver that must fail: asserts it exited non-zero, returns its output."""
+    code, log = _drive(work, tag, provider, checkpoint, confs, **kw)
+    assert code not in (0, None), f"{tag} exited {code}:\n{log[-4000:]}"
+    return log
+
+
+def _drive(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, *, queries=("agg", "dedup"),
+           driver_classpath=(), while_running=None, timeout_s: float = 900,
+           log_level: str = "ERROR") -> tuple[int | None, str]:
     spec = dict(queries=list(queries), input=str(work / "events"), checkpoint=checkpoint,
                 out_file=str(work / f"{tag}.json"), driver_classpath=list(driver_classpath),
                 confs={**confs, st.PROVIDER_CLASS_KEY: provider}, log_level=log_level)
@@ -69,8 +83,7 @@ def run(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dic
             proc.kill()
             proc.wait()
         log.close()
-    assert code == 0, f"{tag} exited {code}:\n{log_path.read_text(errors='replace')[-4000:]}"
-    return json.loads((work / f"{tag}.json").read_text())
+    return code, log_path.read_text(errors="replace")
 
 
 def assert_same_batches(expected_runs: dict, runs: dict, queries=("agg", "dedup"), min_batches: int = 1,

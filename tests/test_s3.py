@@ -16,10 +16,12 @@ import pytest
 
 import checkpoint_pipeline as pipeline
 import streaming as st
+from offline_tools import cli, cli_json, conf_args
 from s3_server import running_s3, s3a_jars
 from streaming import HDFS, TTLSTATE
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
+PREFIX = pipeline.PREFIX
 
 BUCKET = "ttlstate-checkpoints"
 N_FILES = 8
@@ -64,8 +66,15 @@ def _assert_same_output(reference, runs):
     pipeline.assert_same_batches(reference[1], runs, min_batches=N_FILES // 2, min_rows=200)  # and no-data batches
 
 
-def test_checkpoints_on_s3_give_the_hdfs_providers_output_across_a_restart(s3, reference, tmp_path):
-    _assert_same_output(reference, _run_on_s3(s3, reference, tmp_path, "plain"))
+@pytest.fixture(scope="module")
+def plain(s3, reference, tmp_path_factory):
+    """ttlstate's run with its checkpoint at s3a://BUCKET/plain: (work directory, part -> output)."""
+    work = tmp_path_factory.mktemp("s3-plain")
+    return work, _run_on_s3(s3, reference, work, "plain")
+
+
+def test_checkpoints_on_s3_give_the_hdfs_providers_output_across_a_restart(s3, reference, plain):
+    _assert_same_output(reference, plain[1])
     # the state is in the bucket: changelogs of every version, and snapshots with their SSTs
     server, _ = s3
     keys = [o["Key"] for page in server.client().get_paginator("list_objects_v2").paginate(
@@ -88,3 +97,52 @@ def test_s3_faults_change_no_output(s3, reference, tmp_path):
     _assert_same_output(reference, _run_on_s3(s3, reference, tmp_path, "faults"))
     injected = collections.Counter(how for how, _, path in proxy.faults.injected if "/faults/" in path)
     assert injected["slowdown"] >= 3 and injected["reset"] == 2 and injected["lost-reply"] >= 3, proxy.faults.injected
+
+
+def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
+    """inspect and verify on the aggregation's checkpoint in the bucket (S3A with the query's
+    confs); then with a changelog cut short and the SSTs of a partition flipped by one bit,
+    verify names each damaged object, and the restarted query fails naming one."""
+    server, proxy = s3
+    work, _ = plain
+    agg = f"s3a://{BUCKET}/plain/agg"
+    s3a = {**server.spark_confs(proxy.endpoint), "spark.driver.extraClassPath": ":".join(s3a_jars())}
+    keys = {json.loads(row)[0] for part in reference[1].values() for rows in part["agg"]["batches"].values()
+            for row in rows}
+    doc = cli_json("inspect", agg, *conf_args(s3a))
+    assert doc["checkpoint"] == agg and doc["keys"] == len(keys) >= 40, doc
+    assert cli_json("verify", agg, *conf_args(s3a))["ok"]
+
+    client = server.client()
+    store = "plain/agg/state/0/0/"
+    objects = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=store)
+               for o in page.get("Contents", [])]
+    newest = max((k for k in objects if k.endswith(".changelog")), key=lambda k: int(k.rsplit("/", 1)[1].split(".")[0]))
+    damaged = {newest: _body(client, newest)[: len(_body(client, newest)) // 2]}
+    for k in objects:
+        if k.endswith(".sst"):
+            body = bytearray(_body(client, k))
+            body[len(body) // 2] ^= 0x10
+            damaged[k] = bytes(body)
+    for k, body in damaged.items():
+        client.put_object(Bucket=BUCKET, Key=k, Body=body)
+    r = json.loads(cli("verify", agg, *conf_args(s3a), "--json", rc=1).stdout)
+    named = {p["path"] for p in r["problems"]}
+    assert f"s3a://{BUCKET}/{newest}" in named, r["problems"]
+    assert any(p.startswith(f"s3a://{BUCKET}/{store}sst/") for p in named), r["problems"]
+    assert all(p.startswith(f"s3a://{BUCKET}/{store}") for p in named), r["problems"]
+
+    # the restarted query, on a host whose local checkpoint cache does not hold partition 0's
+    # files (a cached copy is the file as written, and would be used), fails naming an object
+    files, _ = reference
+    st.write_files(work / "events", files + st.generate_events(1, 50, n_keys=50, n_values=10, seed=84),
+                   N_FILES, N_FILES + 1)
+    log = pipeline.run_failing(work, "damaged", TTLSTATE, f"s3a://{BUCKET}/plain",
+                               {**server.spark_confs(proxy.endpoint), **pipeline.TTLSTATE_CONFS,
+                                PREFIX + "checkpoint.localCacheDir": str(work / "another-hosts-cache")},
+                               queries=["agg"], driver_classpath=s3a_jars())
+    assert any(f"s3a://{BUCKET}/{k}" in log for k in damaged), log[-4000:]
+
+
+def _body(client, key: str) -> bytes:
+    return client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
