@@ -18,6 +18,7 @@ import io.ttlstate.spark.compat.CheckpointFileOps;
 import io.ttlstate.spark.service.LocalFiles;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.CommonPathCapabilities;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -38,10 +39,11 @@ final class CheckpointFiles {
     private final Configuration hadoopConf;
     private final String store;
     private final Set<Path> createdDirs = ConcurrentHashMap.newKeySet();
-    /** Files uploaded so far: a cleanup after which none was has nothing new to delete. */
-    private final java.util.concurrent.atomic.AtomicLong uploads = new java.util.concurrent.atomic.AtomicLong();
+    /** Uploads that failed so far: each may have left a temp file or an orphan (ListingGate). */
+    private final java.util.concurrent.atomic.AtomicLong failedWrites = new java.util.concurrent.atomic.AtomicLong();
     private CheckpointFileOps fm;
     private FileSystem fs;
+    private Boolean visibleAtClose;
 
     /** {@code store} names the store in messages. */
     CheckpointFiles(Path dir, Configuration hadoopConf, String store) {
@@ -198,9 +200,14 @@ final class CheckpointFiles {
         }
     }
 
-    /** How many files {@link #upload} has written. */
-    long uploads() {
-        return uploads.get();
+    /** How many uploads failed, or commits were discarded ({@link #noteFailedWrite}). */
+    long failedWrites() {
+        return failedWrites.get();
+    }
+
+    /** A write of this store failed: it may have left files a cleanup has to list to find. */
+    void noteFailedWrite() {
+        failedWrites.incrementAndGet();
     }
 
     /** A temp file of {@code CheckpointFileManager.createAtomic} ({@code .<name>.<uuid>.tmp}). */
@@ -220,6 +227,9 @@ final class CheckpointFiles {
         if ("file".equals(fs().getUri().getScheme())) {
             return uploadLocal(local, target, version);
         }
+        if (visibleAtClose()) {
+            return uploadInPlace(local, target, version);
+        }
         long size;
         Path parent = target.getParent();
         try {
@@ -236,6 +246,49 @@ final class CheckpointFiles {
             }
         } catch (IOException | RuntimeException e) {
             createdDirs.remove(parent); // it may be gone: create it again next time
+            failedWrites.incrementAndGet();
+            throw new CheckpointWriteException(target, version, store, "upload failed: " + e, e);
+        }
+        return uploaded(target, version, size);
+    }
+
+    /**
+     * Whether a file written here becomes visible only when its stream closes, whole, and not
+     * at all when the stream is aborted: an object store (S3A declares abortable output
+     * streams), where one PUT is atomic and a rename is a copy and a delete.
+     */
+    private synchronized boolean visibleAtClose() throws IOException {
+        if (visibleAtClose == null) {
+            visibleAtClose = fs().hasPathCapability(dir, CommonPathCapabilities.ABORTABLE_STREAM);
+        }
+        return visibleAtClose;
+    }
+
+    /**
+     * {@link #upload} to an object store ({@link #visibleAtClose}): written in place, as one
+     * object, without the temp file and the rename of {@code createAtomic} (on S3A a PUT, a
+     * copy, a delete and the probes of each: DESIGN 105); a failed write is aborted, leaving
+     * the older object, if any, as it was. {@code fs.s3a.create.performance} skips S3A's
+     * checks that the path is no directory and has no file above it (the layout has none).
+     */
+    private FileStatus uploadInPlace(java.nio.file.Path local, Path target, long version) throws IOException {
+        long size;
+        try {
+            FSDataOutputStream out = (FSDataOutputStream) fs().createFile(target).overwrite(true)
+                    .opt("fs.s3a.create.performance", true).build();
+            try {
+                size = Files.copy(local, out);
+                out.close();
+            } catch (IOException | RuntimeException e) {
+                try {
+                    out.abort();
+                } catch (RuntimeException abortFailed) {
+                    e.addSuppressed(abortFailed);
+                }
+                throw e;
+            }
+        } catch (IOException | RuntimeException e) {
+            failedWrites.incrementAndGet();
             throw new CheckpointWriteException(target, version, store, "upload failed: " + e, e);
         }
         return uploaded(target, version, size);
@@ -243,17 +296,19 @@ final class CheckpointFiles {
 
     /** The status of {@code target} just uploaded with {@code size} bytes, checked to be there with them. */
     private FileStatus uploaded(Path target, long version, long size) throws IOException {
-        uploads.incrementAndGet();
         FileStatus st;
         try {
             st = fs().getFileStatus(target);
         } catch (FileNotFoundException e) {
+            failedWrites.incrementAndGet();
             throw new CheckpointWriteException(target, version, store,
                     "the file is missing after its atomic upload (lost rename?)", e);
         } catch (IOException e) {
+            failedWrites.incrementAndGet();
             throw new CheckpointWriteException(target, version, store, "cannot verify the upload: " + e, e);
         }
         if (st.getLen() != size) {
+            failedWrites.incrementAndGet();
             throw new CheckpointWriteException(target, version, store, "the file has " + st.getLen()
                     + " bytes after its upload, expected " + size, null);
         }
@@ -281,6 +336,7 @@ final class CheckpointFiles {
             Files.move(tmp, dest, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
         } catch (IOException | RuntimeException e) {
             LocalFiles.deleteQuietly(tmp);
+            failedWrites.incrementAndGet();
             throw new CheckpointWriteException(target, version, store, "upload failed: " + e, e);
         }
         return uploaded(target, version, size);

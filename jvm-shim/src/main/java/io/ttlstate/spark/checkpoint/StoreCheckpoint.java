@@ -43,8 +43,13 @@ public final class StoreCheckpoint {
     /** The SSTs each manifest references, by {@link LocalFileCache#key}, so each is asked for once. */
     private final Map<String, List<CheckpointRequests.Sst>> manifestSsts = new ConcurrentHashMap<>();
     private volatile LocalFileCache cache;
-    /** {@link CheckpointFiles#uploads} when the last complete cleanup listed the files; -1: none yet. */
-    private volatile long cleanedAtUploads = -1;
+    /** Whether a cleanup has to list (DESIGN 105). */
+    private final ListingGate listingGate;
+    /**
+     * The format v1 manifests and changelogs of versions above the loaded one that the load's
+     * listing found: an earlier attempt's, which a commit of their version deletes (DESIGN 105).
+     */
+    private volatile Set<String> earlierAttempts = ConcurrentHashMap.newKeySet();
     /** {@code checkpoint.localCacheMaxAge} (0: keep every store directory). */
     private volatile long cacheMaxAgeMillis;
     /** Guarded by the {@code RemoteStore}'s monitor. */
@@ -54,6 +59,7 @@ public final class StoreCheckpoint {
         this.files = files;
         this.storeId = storeId;
         this.v2 = v2;
+        this.listingGate = new ListingGate(files.dir(), v2);
     }
 
     /** The checkpoint of store {@code storeId}; {@code v2}: checkpoint format v2. */
@@ -125,7 +131,9 @@ public final class StoreCheckpoint {
     public Loaded load(WorkerConnection conn, long storeHandle, long version, String id, long batchTimestampMs,
                        StoreMetrics metrics) throws IOException {
         long start = System.nanoTime();
-        return load(conn, storeHandle, LoadPlan.of(files.list(), files.dir(), version, id, v2 || id != null),
+        CheckpointFiles.Listing listing = files.list();
+        earlierAttempts = laterV1Files(listing, version);
+        return load(conn, storeHandle, LoadPlan.of(listing, files.dir(), version, id, v2 || id != null),
                 batchTimestampMs, metrics, start);
     }
 
@@ -139,11 +147,23 @@ public final class StoreCheckpoint {
                                    String id, long batchTimestampMs, StoreMetrics metrics) throws IOException {
         long start = System.nanoTime();
         CheckpointFiles.Listing listing = files.list();
+        earlierAttempts = laterV1Files(listing, version);
         NoChangelogException.check(listing, snapshotVersion + 1, version, "replay version " + version + " of "
                 + files.store() + " from the snapshot of version " + snapshotVersion);
         return load(conn, storeHandle, LoadPlan.fromSnapshot(listing, files.dir(), snapshotVersion, version, id,
                         v2 || id != null),
                 batchTimestampMs, metrics, start);
+    }
+
+    /** The format v1 files of versions above {@code version} (an earlier run's attempts at them). */
+    private static Set<String> laterV1Files(CheckpointFiles.Listing listing, long version) {
+        Set<String> out = ConcurrentHashMap.newKeySet();
+        for (StateFileName f : listing.files) {
+            if (f.id == null && f.version > version) {
+                out.add(f.fileName());
+            }
+        }
+        return out;
     }
 
     private Loaded load(WorkerConnection conn, long storeHandle, LoadPlan plan, long batchTimestampMs,
@@ -341,6 +361,7 @@ public final class StoreCheckpoint {
         Path target = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.CHANGELOG, id, baseId));
         ownPath(target, id, written);
         FileStatus st = files.upload(local, target, version);
+        listingGate.uploaded(st);
         metrics.uploaded(st.getLen());
         requireCache().addStateFile(local, st);
         if (id == null) {
@@ -359,7 +380,11 @@ public final class StoreCheckpoint {
     }
 
     private void deleteEarlierAttempt(long version, StateFileName.Kind kind) throws IOException {
-        Path stale = files.stateFilePath(StateFileName.name(version, kind, null, null));
+        String name = StateFileName.name(version, kind, null, null);
+        if (!earlierAttempts.remove(name)) {
+            return; // the load's listing had no such file (on an object store a delete probes: a HEAD and a LIST)
+        }
+        Path stale = files.stateFilePath(name);
         try {
             files.delete(stale);
         } catch (IOException e) {
@@ -414,6 +439,7 @@ public final class StoreCheckpoint {
             Path target = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.MANIFEST, id, null));
             ownPath(target, id, written);
             FileStatus manifest = files.upload(s.manifest, target, version);
+            listingGate.uploaded(manifest);
             metrics.uploaded(manifest.getLen());
             uploadedSsts = names(s.ssts);
             manifestSsts.put(LocalFileCache.key(manifest),
@@ -436,6 +462,7 @@ public final class StoreCheckpoint {
 
     /** Deletes the checkpoint files a failed commit or snapshot started writing. */
     public void discard(List<Path> written) {
+        files.noteFailedWrite();
         files.deleteQuietly(written);
     }
 
@@ -450,11 +477,10 @@ public final class StoreCheckpoint {
      */
     public int cleanup(int minVersionsToRetain, long minVersionsToDelete, int maxVersionsToDelete,
                        WorkerConnection conn) throws IOException {
-        long uploads = files.uploads();
+        long failedWrites = files.failedWrites();
         LocalFileCache c = cache;
-        if (uploads == cleanedAtUploads) {
-            // nothing written since a pass that deleted all it could: no listing (on an object
-            // store billed requests), as nothing new can be stale (DESIGN 105)
+        if (!listingGate.mustList(minVersionsToRetain, minVersionsToDelete, failedWrites)) {
+            // no listing (on an object store billed requests): nothing can be stale yet (DESIGN 105)
             if (c != null) {
                 c.markUsed();
                 c.sweepUnused(cacheMaxAgeMillis);
@@ -494,7 +520,9 @@ public final class StoreCheckpoint {
         }
         // complete: every stale file found was deleted (an SST whose manifest could not be read
         // is not known to be stale, so that pass is not)
-        cleanedAtUploads = r.complete && (referenced != null || retainedManifests.isEmpty()) ? uploads : -1;
+        CheckpointFiles.Listing remaining = new CheckpointFiles.Listing();
+        listing.files.stream().filter(f -> !deleted.contains(f.status.getPath())).forEach(remaining::add);
+        listingGate.listed(remaining, r.complete && (referenced != null || retainedManifests.isEmpty()), failedWrites);
         if (!deleted.isEmpty() || pruned > 0) {
             String ssts = referenced != null ? "" : conn == null ? " (no SSTs: no worker)" : " (no SSTs)";
             LOG.info("Cleanup of {} (keeping versions from {}): deleted {} checkpoint files{}, {} local cache entries",
