@@ -39,8 +39,10 @@ def main(spec: dict):
         build, mode = QUERIES[name]
         batches = {}
 
-        def collect(df, batch_id, batches=batches):
+        def collect(df, batch_id, batches=batches, name=name):
             batches[batch_id] = sorted(json.dumps(st.to_plain(r), default=str) for r in df.collect())
+            with open(spec["out_file"] + ".batches", "a") as f:  # kept if the driver is killed
+                f.write(json.dumps({"query": name, "batch": batch_id, "rows": batches[batch_id]}) + "\n")
 
         q = (build(st.read_events(spark, spec["input"])).writeStream.outputMode(mode).foreachBatch(collect)
              .option("checkpointLocation", f"{spec['checkpoint']}/{name}").trigger(availableNow=True).start())
@@ -58,6 +60,16 @@ def run(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dic
     code, log = _drive(work, tag, provider, checkpoint, confs, **kw)
     assert code == 0, f"{tag} exited {code}:\n{log[-4000:]}"
     return json.loads((work / f"{tag}.json").read_text())
+
+
+def batches_written(work: pathlib.Path, tag: str) -> dict:
+    """query -> batch id (str) -> rows of the batches a driver run finished, killed or not."""
+    out: dict = {}
+    path = work / f"{tag}.json.batches"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        b = json.loads(line)
+        out.setdefault(b["query"], {})[str(b["batch"])] = b["rows"]
+    return out
 
 
 def run_failing(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, **kw) -> str:

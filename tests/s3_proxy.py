@@ -75,15 +75,20 @@ class Faults:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.pending: list[list] = []  # [how, method, compiled regex, times left]
+        self.pending: list[list] = []  # [how, method, compiled regex, times left, to let through, action]
         self.injected: list[tuple[str, str, str]] = []  # (how, method, path)
 
     def take(self, method: str, path: str) -> str | None:
         with self.lock:
             for f in self.pending:
                 if f[3] > 0 and f[1] == method and f[2].search(path):
+                    if f[4] > 0:  # an interrupt's requests to let through first
+                        f[4] -= 1
+                        return None
                     f[3] -= 1
                     self.injected.append((f[0], method, path))
+                    if f[5] is not None:
+                        f[5]()
                     return f[0]
         return None
 
@@ -129,7 +134,7 @@ class CountingProxy:
                     self.end_headers()
                     self.wfile.write(SLOW_DOWN)
                     return
-                if fault == "reset":
+                if fault in ("reset", "interrupt"):
                     return self._drop()
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
                 if body or self.command in ("PUT", "POST"):
@@ -173,7 +178,13 @@ class CountingProxy:
         if how not in FAULTS:
             raise ValueError(f"unknown fault {how!r}; one of {FAULTS}")
         with self.faults.lock:
-            self.faults.pending.append([how, method, re.compile(path_regex), times])
+            self.faults.pending.append([how, method, re.compile(path_regex), times, 0, None])
+
+    def interrupt(self, method: str, path_regex: str, action, after: int = 0):
+        """Lets `after` requests of `method` whose path matches `path_regex` through; at the next
+        one calls `action()` (say, SIGKILL the client) and drops the request unanswered."""
+        with self.faults.lock:
+            self.faults.pending.append(["interrupt", method, re.compile(path_regex), 1, after, action])
 
     def start(self) -> "CountingProxy":
         self.thread.start()

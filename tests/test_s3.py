@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 
 import pytest
 
@@ -47,9 +48,7 @@ def reference(s3, tmp_path_factory):
 
 
 def _run(work, tag: str, provider: str, checkpoint: str, confs: dict, s3) -> dict:
-    server, proxy = s3
-    return pipeline.run(work, tag, provider, checkpoint, {**server.spark_confs(proxy.endpoint), **confs},
-                        driver_classpath=s3a_jars())
+    return pipeline.run(work, tag, provider, checkpoint, {**server_confs(s3), **confs}, driver_classpath=s3a_jars())
 
 
 def _run_on_s3(s3, reference, work, tag: str) -> dict:
@@ -85,8 +84,15 @@ def test_checkpoints_on_s3_give_the_hdfs_providers_output_across_a_restart(s3, r
         assert any(k.endswith(".manifest") for k in state) and any(k.endswith(".sst") for k in state), state[:40]
 
 
-def test_s3_faults_change_no_output(s3, reference, tmp_path):
+def test_s3_faults_and_a_driver_killed_mid_commit_change_no_output_in_format_v2(s3, reference, tmp_path):
+    """Checkpoint format v2 (state files named by checkpoint ids) under S3 faults, and the
+    second driver SIGKILLed as it sends an aggregation changelog's PUT (the commit of its second
+    batch cut short), then run again: the batches of both, the rerun's for a batch both ran,
+    are the HDFS provider's."""
     _, proxy = s3
+    files, _ = reference
+    ck = f"s3a://{BUCKET}/faults"
+    confs = {**pipeline.TTLSTATE_CONFS, "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}
     # ttlstate writes a state file on S3 in place, one PUT (DESIGN 105): faults on those PUTs,
     # of changelogs, manifests and SSTs, and on the GETs of a restart
     proxy.fail("slowdown", "PUT", r"/faults/.*/state/.*\.changelog$", times=3)
@@ -94,9 +100,37 @@ def test_s3_faults_change_no_output(s3, reference, tmp_path):
     proxy.fail("lost-reply", "PUT", r"/faults/.*/state/.*\.changelog$", times=2)
     proxy.fail("lost-reply", "PUT", r"/faults/.*/state/.*(\.manifest|\.sst)", times=2)
     proxy.fail("slowdown", "GET", r"/faults/.*/state/", times=2)
-    _assert_same_output(reference, _run_on_s3(s3, reference, tmp_path, "faults"))
+    runs = {}
+    st.write_files(tmp_path / "events", files, *PARTS[0])
+    runs[1] = _run(tmp_path, "faults-1", TTLSTATE, ck, confs, s3)
+    st.write_files(tmp_path / "events", files, *PARTS[1])
+    killed = []
+
+    def kill_at_the_second_batchs_changelog(proc):
+        proxy.interrupt("PUT", r"/faults/agg/state/.*\.changelog$", lambda: (proc.kill(), killed.append(True)), after=2)
+
+    pipeline.run_failing(tmp_path, "faults-2-killed", TTLSTATE, ck, {**server_confs(s3), **confs},
+                         driver_classpath=s3a_jars(), while_running=kill_at_the_second_batchs_changelog)
+    assert killed
+    runs[2] = _run(tmp_path, "faults-2", TTLSTATE, ck, confs, s3)
+    before_the_kill = pipeline.batches_written(tmp_path, "faults-2-killed")
+    assert before_the_kill.get("agg"), before_the_kill  # the kill came after a batch of the second driver
+    for q in ("agg", "dedup"):
+        runs[2][q]["batches"] = {**before_the_kill.get(q, {}), **runs[2][q]["batches"]}
+    _assert_same_output(reference, runs)
     injected = collections.Counter(how for how, _, path in proxy.faults.injected if "/faults/" in path)
     assert injected["slowdown"] >= 3 and injected["reset"] == 2 and injected["lost-reply"] >= 3, proxy.faults.injected
+    assert injected["interrupt"] == 1
+    # format v2: the state files carry checkpoint ids
+    server, _ = s3
+    keys = [o["Key"] for page in server.client().get_paginator("list_objects_v2").paginate(
+        Bucket=BUCKET, Prefix="faults/agg/state/0/0/") for o in page.get("Contents", [])]
+    assert any(re.search(r"/\d+_[0-9a-f-]+_[0-9a-f-]*\.changelog$", k) for k in keys), keys[:20]
+
+
+def server_confs(s3) -> dict:
+    server, proxy = s3
+    return server.spark_confs(proxy.endpoint)
 
 
 def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
