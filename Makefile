@@ -50,7 +50,7 @@ $(BENCH_JAR): $(BENCH_SOURCES)
 # (buildsys/servers/*.pom.xml; tests/kafka_broker.py, tests/s3_server.py and tests/hdfs_cluster.py
 # read them). The S3 server is moto's, from PyPI.
 SERVERS := build/servers/kafka-broker.classpath build/servers/spark-kafka.classpath build/servers/s3a.classpath \
-	build/servers/minicluster.classpath build/servers/minihdfs/MiniHdfs.class
+	build/servers/minicluster.classpath build/servers/mains/MiniHdfs.class build/servers/mains/MiniYarn.class
 servers: $(SERVERS)
 
 build/servers/kafka-broker.classpath: buildsys/servers/kafka.pom.xml
@@ -69,7 +69,7 @@ build/servers/minicluster.classpath: buildsys/servers/hdfs.pom.xml
 	@command -v mvn >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven; }
 	mvn -q -B -Dstyle.color=never -f $< dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@ && touch $@
 
-build/servers/minihdfs/MiniHdfs.class: buildsys/servers/MiniHdfs.java build/servers/minicluster.classpath
+build/servers/mains/%.class: buildsys/servers/%.java build/servers/minicluster.classpath
 	javac -nowarn -d $(@D) -cp "$$(cat build/servers/minicluster.classpath)" $<
 
 demo: setup

@@ -26,8 +26,11 @@ QUERIES = {"agg": (st.agg_by_key, "update"), "dedup": (st.dedup_within_watermark
 
 def main(spec: dict):
     import ttlstate
-    b = st.session_builder("ttlstate-checkpoint").config("spark.jars", ttlstate.jar_path()).config(
-        "spark.sql.shuffle.partitions", "2")
+    if spec.get("submitted"):  # by spark-submit, with its master and jars
+        b = st.session_builder("ttlstate-checkpoint", master=None)
+    else:
+        b = st.session_builder("ttlstate-checkpoint").config("spark.jars", ttlstate.jar_path())
+    b = b.config("spark.sql.shuffle.partitions", "2")
     if spec.get("driver_classpath"):
         b = b.config("spark.driver.extraClassPath", ":".join(spec["driver_classpath"]))
     for k, v in spec["confs"].items():

@@ -12,7 +12,7 @@ import threading
 from server_process import SERVERS, classpath, die_with_parent, stop_process
 
 MINICLUSTER_CLASSPATH = SERVERS / "minicluster.classpath"
-MINIHDFS_CLASSES = SERVERS / "minihdfs"
+MINICLUSTER_MAINS = SERVERS / "mains"  # MiniHdfs and MiniYarn, compiled by make servers
 
 
 class HdfsCluster:
@@ -24,10 +24,10 @@ class HdfsCluster:
         self._lock = threading.Lock()  # one command and its reply at a time
 
     def start(self, timeout_s: float = 120) -> "HdfsCluster":
-        if not (MINIHDFS_CLASSES / "MiniHdfs.class").is_file():
-            raise RuntimeError(f"{MINIHDFS_CLASSES}/MiniHdfs.class is missing: run `make servers`")
+        if not (MINICLUSTER_MAINS / "MiniHdfs.class").is_file():
+            raise RuntimeError(f"{MINICLUSTER_MAINS}/MiniHdfs.class is missing: run `make servers`")
         self.work.mkdir(parents=True, exist_ok=True)
-        cp = ":".join([str(MINIHDFS_CLASSES), *classpath(MINICLUSTER_CLASSPATH)])
+        cp = ":".join([str(MINICLUSTER_MAINS), *classpath(MINICLUSTER_CLASSPATH)])
         self.proc = subprocess.Popen(
             ["java", "-Xmx768m", "-cp", cp, "MiniHdfs", str(self.work / "dfs"), str(self.datanodes)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.work / "hdfs.log", "w"),

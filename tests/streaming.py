@@ -65,11 +65,12 @@ BASE_MTIME = 1_700_000_000  # file modification times: BASE_MTIME + 10 * index
 # ---------------------------------------------------------------------------------------
 # Spark session
 
-def session_builder(app_name: str = "ttlstate-e2e", warehouse: str | None = None):
-    """A light local builder (not yet configured for ttlstate)."""
+def session_builder(app_name: str = "ttlstate-e2e", warehouse: str | None = None, master: str | None = "local[2]"):
+    """A light local builder (not yet configured for ttlstate); `master` None: spark-submit's."""
     from pyspark.sql import SparkSession
 
-    b = (SparkSession.builder.master("local[2]").appName(app_name)
+    b = SparkSession.builder if master is None else SparkSession.builder.master(master)
+    b = (b.appName(app_name)
          .config("spark.sql.shuffle.partitions", "4")
          .config("spark.default.parallelism", "2")
          .config("spark.ui.enabled", "false")

@@ -1,0 +1,86 @@
+"""YARN for the tests (pytest -m yarn): Hadoop's MiniYARNCluster (a ResourceManager and
+NodeManagers that launch containers as processes) in a JVM of its own, started from the
+minicluster `make servers` resolved (buildsys/servers/MiniYarn.java), its `fs.defaultFS` an HDFS
+of tests/hdfs_cluster.py; and `spark-submit --master yarn` against it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+
+from hdfs_cluster import MINICLUSTER_CLASSPATH, MINICLUSTER_MAINS
+from server_process import classpath, die_with_parent, stop_process
+
+
+class YarnCluster:
+    def __init__(self, work: pathlib.Path, hdfs_uri: str, node_managers: int = 2):
+        self.work = work
+        self.hdfs_uri = hdfs_uri
+        self.node_managers = node_managers
+        self.conf_dir = work / "conf"  # HADOOP_CONF_DIR of spark-submit
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 180) -> "YarnCluster":
+        (self.work / "cluster").mkdir(parents=True, exist_ok=True)
+        cp = ":".join([str(MINICLUSTER_MAINS), *classpath(MINICLUSTER_CLASSPATH)])
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx1g", "-cp", cp, "MiniYarn", str(self.conf_dir), self.hdfs_uri, str(self.node_managers)],
+            cwd=self.work / "cluster", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=open(self.work / "yarn.log", "w"), text=True, bufsize=1, preexec_fn=die_with_parent)
+        timer = threading.Timer(timeout_s, self.proc.kill)
+        timer.start()
+        try:
+            line = self.proc.stdout.readline().strip()
+        finally:
+            timer.cancel()
+        if not line.startswith("READY "):
+            self.stop()
+            raise RuntimeError(f"the MiniYARNCluster did not start ({line!r}): "
+                               f"{(self.work / 'yarn.log').read_text(errors='replace')[-3000:]}")
+        return self
+
+    def submit(self, args: list[str], log: pathlib.Path) -> subprocess.Popen:
+        """`spark-submit --master yarn ARGS` (pyspark's), its output in `log`."""
+        from pyspark.find_spark_home import _find_spark_home
+        env = dict(os.environ, HADOOP_CONF_DIR=str(self.conf_dir))
+        return subprocess.Popen([os.path.join(_find_spark_home(), "bin", "spark-submit"), "--master", "yarn", *args],
+                                stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, cwd=self.work)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                stop_process(self.proc, 10)
+        self.proc = None
+
+
+@contextlib.contextmanager
+def running_yarn(work: pathlib.Path, hdfs_uri: str, node_managers: int = 2):
+    cluster = YarnCluster(work, hdfs_uri, node_managers).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def processes(pattern: str) -> list[tuple[int, str]]:
+    """(pid, command line) of this machine's processes whose command line contains `pattern`."""
+    out = []
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if pattern in cmd:
+                out.append((int(d.name), cmd))
+    return out
+
+
+PYTHON = sys.executable
