@@ -6,9 +6,10 @@ Spark's Kafka connector and ttlstate's jar on `spark.jars`, as a user would run 
 - `run`: runs the aggregation, dropDuplicatesWithinWatermark and the stream-stream join from
   topics `events`, `left` and `right` to `<out>-agg`, `<out>-dedup` and `<out>-join`, each until
   the input available at its start is processed (Trigger.AvailableNow), on the spec's provider and
-  checkpoints; with `kill_worker_after_batches` = n, SIGKILLs a store worker of this driver's
-  service once each query has run n batches in this run, while its next one runs or starts
-  (`local[2,4]`: the failed tasks are retried);
+  checkpoints, on the spec's `master` (default `local[2,4]`: failed tasks are retried); with
+  `kill_after_batches` = n, once each query has run n batches in this run, while its next one
+  runs or starts, SIGKILLs what `kill` names for it (query -> `worker`: a store worker of the
+  store service, this driver's or an executor's; `executor`: an executor's JVM);
 - `read`: reads every record of `topics` and writes them to `out_file` as JSON.
 
 Prints one `RESULT <json>` line per query or read.
@@ -37,8 +38,11 @@ QUERIES = {
 def session(spec: dict):
     import ttlstate
     jars = [ttlstate.jar_path(), *kafka_broker.connector_jars()]
-    b = (st.session_builder("ttlstate-kafka").master("local[2,4]")
+    master = spec.get("master", "local[2,4]")
+    b = (st.session_builder("ttlstate-kafka").master(master)
          .config("spark.jars", ",".join(jars)).config("spark.sql.shuffle.partitions", "2"))
+    if master.startswith("local-cluster"):
+        b = b.config("spark.executor.memory", "1g")
     for k, v in spec.get("confs", {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
@@ -55,23 +59,31 @@ def events_from(spark, bootstrap: str, topic: str):
     return raw.select(parsed.alias("e")).select("e.*")
 
 
-class WorkerKiller:
-    """SIGKILLs one store worker of this driver's service once `query` has run `batches`
-    batches."""
+class Killer:
+    """SIGKILLs `what` (`worker`: a store worker; `executor`: an executor JVM) once `query` has
+    run `batches` batches."""
 
-    def __init__(self, spark, query, batches: int):
-        self.spark, self.query, self.batches = spark, query, batches
+    def __init__(self, spark, query, batches: int, what: str):
+        self.spark, self.query, self.batches, self.what = spark, query, batches, what
         self.killed: list[int] = []
         self.done = threading.Event()
         threading.Thread(target=self._watch, daemon=True).start()
 
+    def _targets(self) -> list[int]:
+        executors = cluster.executors(self.spark.sparkContext.applicationId)
+        if self.what == "executor":
+            return [e.pid for e in executors]
+        if not executors:  # local mode: the driver's own service
+            return cluster.session_worker_pids(self.spark)
+        return [w for e in executors for w in cluster.store_services(e.pid)[1:]]
+
     def _watch(self):
         while not self.done.wait(0.05):
             if len(self.query.recentProgress) >= self.batches:
-                workers = cluster.session_worker_pids(self.spark)
-                if workers:
-                    os.kill(workers[0], signal.SIGKILL)
-                    self.killed.append(workers[0])
+                targets = self._targets()
+                if targets:
+                    os.kill(targets[0], signal.SIGKILL)
+                    self.killed.append(targets[0])
                     return
 
 
@@ -86,8 +98,8 @@ def run(spec: dict):
                  .option("kafka.bootstrap.servers", bootstrap).option("topic", f"{spec['out']}-{name}")
                  .option("checkpointLocation", os.path.join(spec["checkpoint"], name))
                  .trigger(availableNow=True).start())
-        kill_after = spec.get("kill_worker_after_batches")
-        killer = WorkerKiller(spark, query, kill_after) if kill_after else None
+        kill_after, what = spec.get("kill_after_batches"), spec.get("kill", {}).get(name)
+        killer = Killer(spark, query, kill_after, what) if kill_after and what else None
         query.awaitTermination(600)
         if killer is not None:
             killer.done.set()
@@ -95,7 +107,7 @@ def run(spec: dict):
         print("RESULT " + json.dumps({"query": name, "batches": [p["batchId"] for p in progress],
                                       "ttlstate_metrics": st.served_by(progress, st.TTLSTATE),
                                       "killed": killer.killed if killer else []}), flush=True)
-    spark.stop()
+    cluster.stop_session(spark)  # and what a local cluster's workers wrote
 
 
 def produce(spec: dict):
