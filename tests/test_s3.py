@@ -134,8 +134,8 @@ def server_confs(s3) -> dict:
 
 
 def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
-    """inspect and verify on the aggregation's checkpoint in the bucket (S3A with the query's
-    confs); then with a changelog cut short and the SSTs of a partition flipped by one bit,
+    """inspect, verify and dump on the aggregation's checkpoint in the bucket (S3A with the
+    query's confs); then with a changelog cut short and the SSTs of a partition flipped by one bit,
     verify names each damaged object, and the restarted query fails naming one."""
     server, proxy = s3
     work, _ = plain
@@ -146,6 +146,9 @@ def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
     doc = cli_json("inspect", agg, *conf_args(s3a))
     assert doc["checkpoint"] == agg and doc["keys"] == len(keys) >= 40, doc
     assert cli_json("verify", agg, *conf_args(s3a))["ok"]
+    dumped = [cli_json("dump", agg, "--operator", 0, "--partition", p, *conf_args(s3a)) for p in (0, 1)]
+    assert {e["key"]["key"] for d in dumped for e in d["entries"]} == keys
+    assert all(d["checkpoint"] == agg for d in dumped), [d["checkpoint"] for d in dumped]
 
     client = server.client()
     store = "plain/agg/state/0/0/"
