@@ -1,6 +1,7 @@
 """Read a ttlstate checkpoint location offline: operators, stores, versions, files, schemas.
 
-Local file systems only (a path or a `file:` URI). Nothing in the checkpoint is changed:
+Local file systems only (a path or a `file:` URI; the CLI copies a checkpoint on another Hadoop
+file system to one first, `remote_checkpoint`). Nothing in the checkpoint is changed:
 a version is materialised by the store's own load path (`Store.load`, the manifest's SSTs
 checked and hard-linked or copied, the changelogs replayed) into a temporary directory that
 is always deleted. The layout is README "Checkpoints" and docs/PROTOCOL.md ("Checkpoint
@@ -52,7 +53,7 @@ def local_path(location: str) -> str:
         if m.group(1).lower() != "file":
             raise NotACheckpointError(
                 f"{location}: only local file system paths and file: URIs can be read "
-                f"(not {m.group(1)}:); copy the checkpoint to a local disk first")
+                f"(not {m.group(1)}:); `python -m ttlstate` copies it to a local disk first")
         rest = location[len(m.group(0)):]
         if rest.startswith("//"):
             host, _, rest = rest[2:].partition("/")

@@ -19,7 +19,9 @@ every other one), done offline on a local ttlstate checkpoint (DESIGN 65):
    log, a copy of L's commit. The restarted query runs batch L + 2 with N partitions, loading
    version L + 2.
 
-Local file systems only (a path or a `file:` URI), as `checkpoint_reader`.
+Local file systems only (a path or a `file:` URI), as `checkpoint_reader`; the CLI rescales a
+checkpoint on another Hadoop file system in a local copy and writes back what changed
+(`remote_checkpoint.written_back`).
 """
 
 from __future__ import annotations
