@@ -104,11 +104,15 @@ def written_back(copy: CheckpointCopy):
 
 def _mirror(confs: dict[str, str], args: list[str]) -> str:
     from . import jar_path
+    try:
+        jar = jar_path()
+    except FileNotFoundError as e:
+        raise RemoteCheckpointError(f"cannot reach {args[1] if args[0] == 'download' else args[2]}: {e}") from e
     cmd = [_spark_submit(), "--master", "local[1]", "--class", _MIRROR_CLASS,
            "--conf", "spark.ui.enabled=false"]
     for k, v in confs.items():
         cmd += ["--conf", f"{k}={v}"]
-    cmd += [jar_path(), *args]
+    cmd += [jar, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         last = next((line for line in reversed(proc.stderr.splitlines()) if line.startswith("ERROR ")),
