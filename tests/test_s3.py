@@ -92,7 +92,9 @@ def test_s3_faults_and_a_driver_killed_mid_commit_change_no_output_in_format_v2(
     _, proxy = s3
     files, _ = reference
     ck = f"s3a://{BUCKET}/faults"
-    confs = {**pipeline.TTLSTATE_CONFS, "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}
+    # and retention: 3 versions kept, so cleanups delete on S3 while the runs go on
+    confs = {**pipeline.TTLSTATE_CONFS, "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+             "spark.sql.streaming.minBatchesToRetain": "3"}
     # ttlstate writes a state file on S3 in place, one PUT (DESIGN 105): faults on those PUTs,
     # of changelogs, manifests and SSTs, and on the GETs of a restart
     proxy.fail("slowdown", "PUT", r"/faults/.*/state/.*\.changelog$", times=3)
@@ -126,6 +128,9 @@ def test_s3_faults_and_a_driver_killed_mid_commit_change_no_output_in_format_v2(
     keys = [o["Key"] for page in server.client().get_paginator("list_objects_v2").paginate(
         Bucket=BUCKET, Prefix="faults/agg/state/0/0/") for o in page.get("Contents", [])]
     assert any(re.search(r"/\d+_[0-9a-f-]+_[0-9a-f-]*\.changelog$", k) for k in keys), keys[:20]
+    # retention deleted the oldest versions from the bucket, and the rerun still loaded what it needed
+    versions = {int(m.group(1)) for k in keys if (m := re.search(r"/(\d+)_[^/]*\.(changelog|manifest)$", k))}
+    assert versions and min(versions) > 1, sorted(versions)
 
 
 def server_confs(s3) -> dict:
