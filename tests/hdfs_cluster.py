@@ -15,6 +15,28 @@ MINICLUSTER_CLASSPATH = SERVERS / "minicluster.classpath"
 MINICLUSTER_MAINS = SERVERS / "mains"  # MiniHdfs and MiniYarn, compiled by make servers
 
 
+def start_minicluster_main(main: str, args: list[str], heap: str, cwd: pathlib.Path, log: pathlib.Path,
+                           timeout_s: float, what: str) -> tuple[subprocess.Popen, str]:
+    """Starts `java MAIN ARGS` of buildsys/servers (stdin and stdout piped, stderr to `log`) and
+    waits for its `READY ...` line: (process, that line). Kills it and raises if none comes."""
+    if not (MINICLUSTER_MAINS / f"{main}.class").is_file():
+        raise RuntimeError(f"{MINICLUSTER_MAINS}/{main}.class is missing: run `make servers`")
+    cp = ":".join([str(MINICLUSTER_MAINS), *classpath(MINICLUSTER_CLASSPATH)])
+    proc = subprocess.Popen(["java", f"-Xmx{heap}", "-cp", cp, main, *args], cwd=cwd, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, bufsize=1,
+                            preexec_fn=die_with_parent)
+    timer = threading.Timer(timeout_s, proc.kill)
+    timer.start()
+    try:
+        line = proc.stdout.readline().strip()
+    finally:
+        timer.cancel()
+    if not line.startswith("READY "):
+        stop_process(proc, 10)
+        raise RuntimeError(f"{what} did not start ({line!r}): {log.read_text(errors='replace')[-3000:]}")
+    return proc, line
+
+
 class HdfsCluster:
     def __init__(self, work: pathlib.Path, datanodes: int = 3):
         self.work = work
@@ -24,24 +46,10 @@ class HdfsCluster:
         self._lock = threading.Lock()  # one command and its reply at a time
 
     def start(self, timeout_s: float = 120) -> "HdfsCluster":
-        if not (MINICLUSTER_MAINS / "MiniHdfs.class").is_file():
-            raise RuntimeError(f"{MINICLUSTER_MAINS}/MiniHdfs.class is missing: run `make servers`")
         self.work.mkdir(parents=True, exist_ok=True)
-        cp = ":".join([str(MINICLUSTER_MAINS), *classpath(MINICLUSTER_CLASSPATH)])
-        self.proc = subprocess.Popen(
-            ["java", "-Xmx768m", "-cp", cp, "MiniHdfs", str(self.work / "dfs"), str(self.datanodes)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.work / "hdfs.log", "w"),
-            text=True, bufsize=1, preexec_fn=die_with_parent)
-        timer = threading.Timer(timeout_s, self.proc.kill)
-        timer.start()
-        try:
-            line = self.proc.stdout.readline().strip()
-        finally:
-            timer.cancel()
-        if not line.startswith("READY "):
-            self.stop()
-            raise RuntimeError(f"the MiniDFSCluster did not start ({line!r}): "
-                               f"{(self.work / 'hdfs.log').read_text(errors='replace')[-3000:]}")
+        self.proc, line = start_minicluster_main(
+            "MiniHdfs", [str(self.work / "dfs"), str(self.datanodes)], "768m", self.work, self.work / "hdfs.log",
+            timeout_s, "the MiniDFSCluster")
         self.uri = line.split()[1]
         return self
 

@@ -10,10 +10,9 @@ import os
 import pathlib
 import subprocess
 import sys
-import threading
 
-from hdfs_cluster import MINICLUSTER_CLASSPATH, MINICLUSTER_MAINS
-from server_process import classpath, die_with_parent, stop_process
+from hdfs_cluster import start_minicluster_main
+from server_process import stop_process
 
 
 class YarnCluster:
@@ -26,21 +25,9 @@ class YarnCluster:
 
     def start(self, timeout_s: float = 180) -> "YarnCluster":
         (self.work / "cluster").mkdir(parents=True, exist_ok=True)
-        cp = ":".join([str(MINICLUSTER_MAINS), *classpath(MINICLUSTER_CLASSPATH)])
-        self.proc = subprocess.Popen(
-            ["java", "-Xmx1g", "-cp", cp, "MiniYarn", str(self.conf_dir), self.hdfs_uri, str(self.node_managers)],
-            cwd=self.work / "cluster", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=open(self.work / "yarn.log", "w"), text=True, bufsize=1, preexec_fn=die_with_parent)
-        timer = threading.Timer(timeout_s, self.proc.kill)
-        timer.start()
-        try:
-            line = self.proc.stdout.readline().strip()
-        finally:
-            timer.cancel()
-        if not line.startswith("READY "):
-            self.stop()
-            raise RuntimeError(f"the MiniYARNCluster did not start ({line!r}): "
-                               f"{(self.work / 'yarn.log').read_text(errors='replace')[-3000:]}")
+        self.proc, _ = start_minicluster_main(
+            "MiniYarn", [str(self.conf_dir), self.hdfs_uri, str(self.node_managers)], "1g", self.work / "cluster",
+            self.work / "yarn.log", timeout_s, "the MiniYARNCluster")
         return self
 
     def submit(self, args: list[str], log: pathlib.Path) -> subprocess.Popen:
