@@ -40,6 +40,18 @@ def connector_jars() -> list[str]:
     return jars
 
 
+def kraft_cluster_id() -> str:
+    """A random KRaft cluster id that the storage tool's argument parser takes.
+
+    A base64 id that starts with '-' reads as an option ("--cluster-id: expected
+    one argument"); Kafka's own Uuid.randomUuid() skips those ids for that reason.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class KafkaBroker:
     def __init__(self, work: pathlib.Path):
         self.work = work
@@ -68,7 +80,7 @@ class KafkaBroker:
             "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
             "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0",
             "auto.create.topics.enable=true", ""]))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = kraft_cluster_id()
         fmt = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         out, _ = fmt.communicate(timeout=120)
