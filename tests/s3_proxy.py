@@ -3,8 +3,9 @@ passes through it and is counted by kind (PUT, GET, HEAD, LIST, DELETE, POST) an
 its object lies under a checkpoint's `state/` directory, with the bytes sent and received.
 It also injects faults on request (`fail`): a 503 SlowDown, a connection dropped after the
 request's bytes arrived and before the server saw them, or after the server stored them and
-before the reply (the client cannot tell whether its PUT happened). Threads in the test's
-process, on a loopback port; `stop()` ends them."""
+before the reply (the client cannot tell whether its PUT happened); and a listing that lags the
+writes (`lag`: LISTs that leave out the objects last PUT under their prefix). Threads in the
+test's process, on a loopback port; `stop()` ends them."""
 
 from __future__ import annotations
 
@@ -93,10 +94,50 @@ class Faults:
         return None
 
 
+def without_keys(listing: bytes, keys: set[str]) -> bytes:
+    """A ListObjectsV2 reply with the `<Contents>` of `keys` left out (and KeyCount to match)."""
+    kept, dropped = [], 0
+    for part in re.split(rb"(<Contents>.*?</Contents>)", listing, flags=re.S):
+        m = re.match(rb"<Contents>.*?<Key>(.*?)</Key>", part, flags=re.S)
+        if m and m.group(1).decode() in keys:
+            dropped += 1
+            continue
+        kept.append(part)
+    out = b"".join(kept)
+    return re.sub(rb"<KeyCount>(\d+)</KeyCount>", lambda k: b"<KeyCount>%d</KeyCount>" % (int(k.group(1)) - dropped), out)
+
+
+class Lags:
+    """Listings that lag the writes: each (prefix regex, objects to hide) for its next `times` LISTs."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.puts: list[str] = []  # keys of the PUTs the server answered, oldest first
+        self.pending: list[list] = []  # [compiled prefix regex, objects to hide, times left]
+        self.hidden: list[tuple[str, tuple[str, ...]]] = []  # (prefix, keys left out) of each lagging LIST
+
+    def put(self, key: str):
+        with self.lock:
+            self.puts.append(key)
+
+    def hide(self, prefix: str) -> set[str]:
+        """The keys a LIST of `prefix` leaves out: the last PUT objects directly under it."""
+        with self.lock:
+            for lag in self.pending:
+                if lag[2] > 0 and lag[0].search(prefix):
+                    lag[2] -= 1
+                    children = [k for k in self.puts if k.startswith(prefix) and "/" not in k[len(prefix):]]
+                    keys = tuple(dict.fromkeys(reversed(children)))[: lag[1]]
+                    self.hidden.append((prefix, keys))
+                    return set(keys)
+        return set()
+
+
 class CountingProxy:
     def __init__(self, upstream_port: int):
         counts = self.counts = Counts()
         faults = self.faults = Faults()
+        lags = self.lags = Lags()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -151,6 +192,12 @@ class CountingProxy:
                 # counted before the reply, so the client never sees a reply not yet counted
                 path, query = urllib.parse.unquote(url.path), urllib.parse.unquote(url.query)
                 kind = request_kind(self.command, path, url.query)
+                if kind == "PUT" and resp.status == 200:
+                    lags.put(path.lstrip("/").partition("/")[2])
+                elif kind == "LIST" and resp.status == 200:
+                    hidden = lags.hide(urllib.parse.parse_qs(url.query).get("prefix", [""])[0])
+                    if hidden:
+                        data = without_keys(data, hidden)
                 state = under_state(path, url.query) or (kind == "DELETE" and b"/state/" in body)
                 counts.add(kind, state, len(body), len(data) if self.command != "HEAD" else 0, path, query)
                 self.send_response(resp.status, resp.reason)
@@ -185,6 +232,12 @@ class CountingProxy:
         one calls `action()` (say, SIGKILL the client) and drops the request unanswered."""
         with self.faults.lock:
             self.faults.pending.append(["interrupt", method, re.compile(path_regex), 1, after, action])
+
+    def lag(self, prefix_regex: str, hide: int = 1, times: int = 1):
+        """The next `times` LISTs whose prefix matches `prefix_regex` leave out the `hide` objects
+        last PUT directly under that prefix, as a listing that lags the writes."""
+        with self.lags.lock:
+            self.lags.pending.append([re.compile(prefix_regex), hide, times])
 
     def start(self) -> "CountingProxy":
         self.thread.start()

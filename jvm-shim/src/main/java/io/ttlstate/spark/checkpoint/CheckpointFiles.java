@@ -200,6 +200,11 @@ final class CheckpointFiles {
         }
     }
 
+    /** Whether the checkpoint is on the local file system ({@code file:}). */
+    boolean isLocal() throws IOException {
+        return "file".equals(fs().getUri().getScheme());
+    }
+
     /** How many uploads failed, or commits were discarded ({@link #noteFailedWrite}). */
     long failedWrites() {
         return failedWrites.get();
@@ -224,7 +229,7 @@ final class CheckpointFiles {
      * is a {@link CheckpointWriteException} naming the file and {@code version}.
      */
     FileStatus upload(java.nio.file.Path local, Path target, long version) throws IOException {
-        if ("file".equals(fs().getUri().getScheme())) {
+        if (isLocal()) {
             return uploadLocal(local, target, version);
         }
         if (visibleAtClose()) {

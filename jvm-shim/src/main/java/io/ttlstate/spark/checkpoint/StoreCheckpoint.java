@@ -131,10 +131,9 @@ public final class StoreCheckpoint {
     public Loaded load(WorkerConnection conn, long storeHandle, long version, String id, long batchTimestampMs,
                        StoreMetrics metrics) throws IOException {
         long start = System.nanoTime();
-        CheckpointFiles.Listing listing = files.list();
-        earlierAttempts = laterV1Files(listing, version);
-        return load(conn, storeHandle, LoadPlan.of(listing, files.dir(), version, id, v2 || id != null),
-                batchTimestampMs, metrics, start);
+        Planned<LoadPlan> p = planned(l -> LoadPlan.of(l, files.dir(), version, id, v2 || id != null));
+        earlierAttempts = laterV1Files(p.listing, version);
+        return load(conn, storeHandle, p.plan, batchTimestampMs, metrics, start);
     }
 
     /**
@@ -146,13 +145,62 @@ public final class StoreCheckpoint {
     public Loaded loadFromSnapshot(WorkerConnection conn, long storeHandle, long snapshotVersion, long version,
                                    String id, long batchTimestampMs, StoreMetrics metrics) throws IOException {
         long start = System.nanoTime();
+        Planned<LoadPlan> p = planned(l -> {
+            NoChangelogException.check(l, snapshotVersion + 1, version, "replay version " + version + " of "
+                    + files.store() + " from the snapshot of version " + snapshotVersion);
+            return LoadPlan.fromSnapshot(l, files.dir(), snapshotVersion, version, id, v2 || id != null);
+        });
+        earlierAttempts = laterV1Files(p.listing, version);
+        return load(conn, storeHandle, p.plan, batchTimestampMs, metrics, start);
+    }
+
+    /** A plan made from a listing of the store's directory, and that listing. */
+    private static final class Planned<T> {
+        final CheckpointFiles.Listing listing;
+        final T plan;
+
+        Planned(CheckpointFiles.Listing listing, T plan) {
+            this.listing = listing;
+            this.plan = plan;
+        }
+    }
+
+    /** Makes a plan from a listing; fails with {@link MissingCheckpointFileException} if a file it needs is not listed. */
+    @FunctionalInterface
+    private interface Planner<T> {
+        T plan(CheckpointFiles.Listing listing) throws MissingCheckpointFileException;
+    }
+
+    /** Pauses before listing again a directory whose listing lacked a file a plan needs. */
+    static final long[] LISTING_LAG_PAUSES_MS = {500, 1_000, 2_000};
+
+    /**
+     * {@code planner}'s plan from a listing of the store's directory. Outside the local file
+     * system a listing that lacks a file the plan needs is taken again after a pause, up to
+     * {@link #LISTING_LAG_PAUSES_MS} times: an object store's listing can lag a write that
+     * another host made (DESIGN 105). A file still missing then fails the plan, naming it.
+     */
+    private <T> Planned<T> planned(Planner<T> planner) throws IOException {
         CheckpointFiles.Listing listing = files.list();
-        earlierAttempts = laterV1Files(listing, version);
-        NoChangelogException.check(listing, snapshotVersion + 1, version, "replay version " + version + " of "
-                + files.store() + " from the snapshot of version " + snapshotVersion);
-        return load(conn, storeHandle, LoadPlan.fromSnapshot(listing, files.dir(), snapshotVersion, version, id,
-                        v2 || id != null),
-                batchTimestampMs, metrics, start);
+        for (int attempt = 0; ; attempt++) {
+            try {
+                return new Planned<>(listing, planner.plan(listing));
+            } catch (MissingCheckpointFileException e) {
+                if (attempt >= LISTING_LAG_PAUSES_MS.length || files.isLocal()) {
+                    throw e;
+                }
+                long pause = LISTING_LAG_PAUSES_MS[attempt];
+                LOG.warn("The listing of {} lacks {}: listing it again in {} ms (a listing can lag a write)",
+                        files.dir(), e.path(), pause);
+                try {
+                    Thread.sleep(pause);
+                } catch (InterruptedException ie) {
+                    Thread.currentThread().interrupt();
+                    throw new java.io.InterruptedIOException("interrupted while waiting to list " + files.dir());
+                }
+                listing = files.list();
+            }
+        }
     }
 
     /** The format v1 files of versions above {@code version} (an earlier run's attempts at them). */
@@ -235,9 +283,10 @@ public final class StoreCheckpoint {
      * {@link NoChangelogException}.
      */
     public List<LocalChangelog> changelogs(long from, long to, String id, StoreMetrics metrics) throws IOException {
-        CheckpointFiles.Listing listing = files.list();
-        NoChangelogException.check(listing, from, to, "read the change feed of " + files.store());
-        LoadPlan.Changelogs range = LoadPlan.changelogs(listing, files.dir(), from, to, id, v2 || id != null);
+        LoadPlan.Changelogs range = planned(l -> {
+            NoChangelogException.check(l, from, to, "read the change feed of " + files.store());
+            return LoadPlan.changelogs(l, files.dir(), from, to, id, v2 || id != null);
+        }).plan;
         LocalFileCache c = requireCache();
         List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
         for (StateFileName f : range.files) {
