@@ -76,7 +76,11 @@ class KafkaBroker:
             f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names=CONTROLLER", "inter.broker.listener.name=PLAINTEXT",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            f"log.dirs={self.work / 'data'}", "num.partitions=2",
+            f"log.dirs={self.work / 'data'}",
+            # one partition a topic: a batch's records then reach a shuffle in offset order
+            # wherever its one map task runs, so which of a key's duplicates
+            # dropDuplicatesWithinWatermark keeps does not depend on the cluster's layout
+            "num.partitions=1",
             "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
             "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0",
             "auto.create.topics.enable=true", ""]))

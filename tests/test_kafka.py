@@ -3,7 +3,9 @@ loopback, started here from the jars `make servers` resolved) and Spark's Kafka 
 driver its own process set up as a user would (`spark.jars` and `providerClass`, nothing else of
 ttlstate's). The aggregation, dropDuplicatesWithinWatermark and the stream-stream join, with TTL
 on ttlstate, must write what the HDFS-backed provider writes on the same topics, through a driver
-restart mid-stream and SIGKILLed store workers.
+restart mid-stream, SIGKILLed store workers and a lost executor (the second ttlstate driver runs
+on `local-cluster`; the topics have one partition, so a batch's records reach the shuffle in the
+same order whatever the layout).
 
 The Kafka sink is at-least-once: a batch Spark runs again after a failure writes its records
 again. Records are compared after removing such repeats (each query's output records as a set;
@@ -17,6 +19,7 @@ import re
 
 import pytest
 
+import cluster
 import streaming as st
 from kafka_broker import KafkaBroker
 from streaming import HDFS, TTLSTATE
@@ -74,14 +77,12 @@ def test_a_kafka_pipeline_with_ttl_writes_what_the_hdfs_provider_writes(broker, 
     _produce(tmp_path, broker, inputs, 0, N_FILES // 2)
     first = {p: _run(tmp_path, broker, p, 1) for p in (HDFS, TTLSTATE)}
     _produce(tmp_path, broker, inputs, N_FILES // 2, N_FILES)
-    # the driver restarts: the second runs continue the checkpoints of the first; on ttlstate a
-    # store worker is SIGKILLed once each query has run a batch. (Not on local-cluster with an
-    # executor lost: there the order in which a batch's duplicates reach dropDuplicatesWithinWatermark
-    # depends on where the map tasks ran, so which duplicate it keeps differs from the local-mode
-    # reference whatever the provider; seen in CI.)
+    # the driver restarts: the second runs continue the checkpoints of the first; ttlstate's on a
+    # local cluster (every executor a JVM of its own), where once each query has run a batch a
+    # store worker of an executor's service (aggregation, join) or an executor (dedup) is SIGKILLed
     second = {HDFS: _run(tmp_path, broker, HDFS, 2),
-              TTLSTATE: _run(tmp_path, broker, TTLSTATE, 2, kill_after_batches=1,
-                             kill={"agg": "worker", "dedup": "worker", "join": "worker"})}
+              TTLSTATE: _run(tmp_path, broker, TTLSTATE, 2, master=cluster.MASTER, kill_after_batches=1,
+                             kill={"agg": "worker", "dedup": "executor", "join": "worker"})}
     assert all(second[TTLSTATE][q]["killed"] for q in ("agg", "dedup", "join")), second[TTLSTATE]
     for p in (HDFS, TTLSTATE):
         for q in ("agg", "dedup", "join"):
