@@ -150,8 +150,9 @@ def server_confs(s3) -> dict:
 
 def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
     """inspect, verify and dump on the aggregation's checkpoint in the bucket (S3A with the
-    query's confs), repartition on the dedup's; then with a changelog cut short and the SSTs of a partition flipped by one bit,
-    verify names each damaged object, and the restarted query fails naming one."""
+    query's confs), repartition on the dedup's; then with a changelog cut short, the SSTs of a
+    partition flipped by one bit and those of the other deleted, verify names the damaged and the
+    missing objects, and the restarted query fails naming one."""
     server, proxy = s3
     work, _, _ = plain
     agg = f"s3a://{BUCKET}/plain/agg"
@@ -190,11 +191,17 @@ def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
             damaged[k] = bytes(body)
     for k, body in damaged.items():
         client.put_object(Bucket=BUCKET, Key=k, Body=body)
+    # and partition 1's SSTs deleted: missing objects
+    missing = [k for k in _keys(server, "plain/agg/state/0/1/sst/") if k.endswith(".sst")]
+    assert missing
+    client.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in missing]})
     r = json.loads(cli("verify", agg, *conf_args(s3a), "--json", rc=1).stdout)
     named = {p["path"] for p in r["problems"]}
     assert f"s3a://{BUCKET}/{newest}" in named, r["problems"]
     assert any(p.startswith(f"s3a://{BUCKET}/{store}sst/") for p in named), r["problems"]
-    assert all(p.startswith(f"s3a://{BUCKET}/{store}") for p in named), r["problems"]
+    assert named & {f"s3a://{BUCKET}/{k}" for k in missing}, r["problems"]
+    assert all(p.startswith((f"s3a://{BUCKET}/{store}", f"s3a://{BUCKET}/plain/agg/state/0/1/sst/")) for p in named), \
+        r["problems"]
 
     # the restarted query, on a host whose local checkpoint cache does not hold partition 0's
     # files (a cached copy is the file as written, and would be used), fails naming an object
@@ -205,7 +212,7 @@ def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
                                {**server.spark_confs(proxy.endpoint), **pipeline.TTLSTATE_CONFS,
                                 PREFIX + "checkpoint.localCacheDir": str(work / "another-hosts-cache")},
                                queries=["agg"], driver_classpath=s3a_jars())
-    assert any(f"s3a://{BUCKET}/{k}" in log for k in damaged), log[-4000:]
+    assert any(f"s3a://{BUCKET}/{k}" in log for k in [*damaged, *missing]), log[-4000:]
 
 
 def _body(client, key: str) -> bytes:
