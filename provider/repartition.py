@@ -38,6 +38,7 @@ from rocksdict import WriteBatch
 
 from . import checkpoint_reader as cr
 from . import layout, spark_hash, statefile
+from .checkpoint_logs import CheckpointLogs
 from .engine import db_items
 from .errors import (RepartitionInvalidPartitionsError, RepartitionNotStoppedError,
                      RepartitionUnsupportedError)
@@ -161,78 +162,26 @@ def repartition(location: str, num_partitions, progress: Progress | None = None)
 
 # -- the checkpoint's offset and commit logs ------------------------------------------------
 
-class _Logs:
+class _Logs(CheckpointLogs):
+    """The logs, as the rescale reads and extends them."""
+
     def __init__(self, path: str):
-        self.root = path
-        self.offsets, self.commits = os.path.join(path, "offsets"), os.path.join(path, "commits")
-
-    @staticmethod
-    def last(directory: str) -> int | None:
-        return max(cr._int_names(directory, files=True), default=None)
-
-    @staticmethod
-    def path(directory: str, batch: int) -> str:
-        return os.path.join(directory, str(batch))
-
-    def lines(self, directory: str, batch: int) -> list[str]:
-        path = self.path(directory, batch)
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read().split("\n")
-        except OSError as e:
-            raise RepartitionUnsupportedError(f"{path} cannot be read ({e})") from None
-
-    def metadata(self, batch: int) -> dict:
-        """The offset log entry's metadata (line 2: batch watermark, timestamp, conf)."""
-        lines = self.lines(self.offsets, batch)
-        path = self.path(self.offsets, batch)
-        if lines[0] not in ("v1", "v2"):
-            raise RepartitionUnsupportedError(f"{path}: offset log format {lines[0]!r} is not supported "
-                                              "(v1, v2 are)")
-        try:
-            doc = json.loads(lines[1])
-        except (IndexError, ValueError):
-            doc = None
-        if not isinstance(doc, dict) or not isinstance(doc.get("conf"), dict):
-            raise RepartitionUnsupportedError(f"{path} has no offset metadata with the query's confs "
-                                              "(a checkpoint of a Spark older than 2.1?)")
-        return doc
-
-    def commit_doc(self, batch: int) -> dict:
-        lines = self.lines(self.commits, batch)
-        try:
-            doc = json.loads(lines[1])
-        except (IndexError, ValueError):
-            doc = None
-        return doc if isinstance(doc, dict) else {}
-
-    def _write(self, directory: str, batch: int, text: str):
-        path = self.path(directory, batch)
-        crc = os.path.join(directory, f".{batch}.crc")  # a stale checksum of an earlier attempt
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(crc)
-        tmp = os.path.join(directory, f".{batch}.ttlstate-repartition.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        super().__init__(path, RepartitionUnsupportedError)
 
     def add_offset(self, batch: int, from_batch: int, num_partitions: int):
         """Batch `batch` in the offset log: `from_batch`'s entry with the new partition count."""
         if os.path.exists(self.path(self.offsets, batch)):
             raise RepartitionNotStoppedError(f"{self.path(self.offsets, batch)} appeared while the "
                                              "state was rescaled: is the query running?")
-        lines = self.lines(self.offsets, from_batch)
-        doc = json.loads(lines[1])
-        doc["conf"][SHUFFLE_PARTITIONS] = str(num_partitions)
-        lines[1] = json.dumps(doc, separators=(",", ":"))
-        self._write(self.offsets, batch, "\n".join(lines))
+        self.write(self.offsets, batch, self.with_conf(from_batch, {SHUFFLE_PARTITIONS: str(num_partitions)}),
+                   "repartition")
 
     def add_commit(self, batch: int, from_batch: int):
         """Batch `batch` in the commit log: a copy of `from_batch`'s commit (its watermark)."""
         if os.path.exists(self.path(self.commits, batch)):
             raise RepartitionNotStoppedError(f"{self.path(self.commits, batch)} appeared while the "
                                              "state was rescaled: is the query running?")
-        self._write(self.commits, batch, "\n".join(self.lines(self.commits, from_batch)))
+        self.write(self.commits, batch, "\n".join(self.lines(self.commits, from_batch)), "repartition")
 
 
 def _partitions_of(meta: dict, path: str) -> int:
@@ -446,19 +395,25 @@ def _placement(plan: _StorePlan, key: bytes, old_p: int, old_n: int, n: int) -> 
 
 
 def _install(b: _Built, written: list[str]):
-    """Copy each new partition's snapshot into the checkpoint: its SSTs, then (atomically)
-    `<version>.manifest`, which replaces one an interrupted rescale left. Files of later
-    versions cannot be there: nothing after the last commit ran."""
+    """Copy each new partition's snapshot into the checkpoint. Files of later versions cannot
+    be there: nothing after the last commit ran."""
     for q, (num_keys, manifest_path, ssts) in enumerate(b.snapshots):
-        path = b.plan.store_path(q)
-        os.makedirs(os.path.join(path, layout.SST_DIR), exist_ok=True)
-        for name, local, _ in ssts:
-            dest = os.path.join(path, layout.SST_DIR, name)
-            shutil.copyfile(local, dest)
-            written.append(dest)
-        dest = os.path.join(path, layout.name(b.targets[q].version, layout.MANIFEST))
-        tmp = dest + ".ttlstate-repartition.tmp"
-        shutil.copyfile(manifest_path, tmp)
-        written.append(tmp)
-        os.replace(tmp, dest)
+        install_snapshot(b.plan.store_path(q), b.targets[q].version, manifest_path, ssts, written, "repartition")
+
+
+def install_snapshot(path: str, version: int, manifest_path: str, ssts: list, written: list[str], tag: str):
+    """Copy a store's snapshot (`Store.snapshot`: its manifest and SSTs) into the store
+    directory `path`: the SSTs, then (atomically) `<version>.manifest`, which replaces one an
+    interrupted run left. Appends each file written to `written`; `tag` names the command in
+    the temp file's name."""
+    os.makedirs(os.path.join(path, layout.SST_DIR), exist_ok=True)
+    for name, local, _ in ssts:
+        dest = os.path.join(path, layout.SST_DIR, name)
+        shutil.copyfile(local, dest)
         written.append(dest)
+    dest = os.path.join(path, layout.name(version, layout.MANIFEST))
+    tmp = dest + f".ttlstate-{tag}.tmp"
+    shutil.copyfile(manifest_path, tmp)
+    written.append(tmp)
+    os.replace(tmp, dest)
+    written.append(dest)
