@@ -1,4 +1,4 @@
-"""`python -m ttlstate inspect|dump|verify|repartition <checkpointLocation>`: argument parsing,
+"""`python -m ttlstate inspect|dump|verify|repartition|migrate <checkpointLocation>`: argument parsing,
 the commands and their text or JSON output. Reading the checkpoint is `checkpoint_reader`;
 decoding Spark's rows is `unsaferow`; rescaling a stopped query's state is `repartition`; a
 checkpoint on another Hadoop file system (hdfs:, s3a:, ...) is reached through
@@ -20,14 +20,14 @@ import sys
 import time
 
 from . import checkpoint_reader as cr
-from . import remote_checkpoint, repartition, statefile, unsaferow
+from . import migrate, remote_checkpoint, repartition, statefile, unsaferow
 from .conf import PREFIX
 from .errors import TtlstateError
 from .ttl import event_time, expiration_ts
 from .ttl import config as ttl_config
 from .ttl.config import TimeCharacteristic
 
-READ_ONLY = ("Never changes the checkpoint. " 
+READ_ONLY = ("Never changes the checkpoint. "
              "A checkpoint on another Hadoop file system (hdfs:, s3a:, ...) is copied to a local "
              "temporary directory first, with the --conf spark.* settings the query uses for it.")
 # Histogram edges (ms): remaining time-to-live (or age) up to each edge, then beyond the last.
@@ -63,11 +63,12 @@ def _parser() -> argparse.ArgumentParser:
         # the `ttlstate` console command or `python -m ttlstate`
         prog="ttlstate" if os.path.basename(sys.argv[0]) == "ttlstate" else "python -m ttlstate",
         description="Look inside the state of a streaming query's checkpoint kept by ttlstate, "
-                    "or rescale a stopped query's state to another number of shuffle partitions, "
+                    "rescale a stopped query's state to another number of shuffle partitions, "
+                    "or move a stopped query's state from Spark's providers to ttlstate, "
                     "on any Hadoop file system the query uses (a local path, file:, hdfs:, "
                     "s3a:, ...).")
     sub = p.add_subparsers(dest="command", required=True,
-                           metavar="{inspect,dump,verify,repartition}")
+                           metavar="{inspect,dump,verify,repartition,migrate}")
 
     def location(sp):
         sp.add_argument("location", metavar="checkpointLocation",
@@ -141,6 +142,24 @@ def _parser() -> argparse.ArgumentParser:
                     help="the new number of shuffle partitions (a positive integer)")
     sp.add_argument("--json", action="store_true", help="print one JSON document")
     sp.set_defaults(run=_repartition)
+
+    sp = sub.add_parser("migrate", help="move a STOPPED query's state from Spark's HDFS-backed or "
+                        "RocksDB provider to ttlstate",
+                        description="Move the state of a stopped query's last committed batch from "
+                        "the provider its checkpoint names (Spark's HDFS-backed or RocksDB provider) "
+                        "to ttlstate, written beside the source's files, then switch the offset log "
+                        "to ttlstate in one atomic step: the restarted query goes on on ttlstate. "
+                        "With TTL on (--ttl, or the query's TTL settings as --conf), every entry "
+                        "gets the TTL timestamp of that batch (its watermark under EventTime). "
+                        "Stop the query first. Interrupted, the checkpoint still runs on its "
+                        "source provider; run the command again.")
+    location(sp)
+    sp.add_argument("--to", required=True, choices=migrate.TARGETS, help="the target provider")
+    sp.add_argument("--ttl", metavar="DURATION", help="the TTL the query will run with on ttlstate")
+    sp.add_argument("--dry-run", action="store_true",
+                    help="read the state and print what would be migrated; change nothing")
+    sp.add_argument("--json", action="store_true", help="print one JSON document")
+    sp.set_defaults(run=_migrate)
     return p
 
 
@@ -519,6 +538,31 @@ def _repartition(args) -> int:
         print(f"  operator {s['operator']} ({s['operatorName']}), store {s['store']}: {s['keys']} "
               f"keys, per partition {s['keysPerPartition']}")
     print("  restart the query to continue with the new partition count")
+    return 0
+
+
+# -- migrate ------------------------------------------------------------------------------------
+
+def _migrate(args) -> int:
+    confs = _ttl_confs(args)
+    with _opened(args) as copy, remote_checkpoint.written_back(copy):
+        r = migrate.migrate(copy.path, args.to, confs, args.dry_run, _Progress("migrating stores"))
+    r.checkpoint = copy.shown(r.checkpoint)
+    if args.json:
+        print(json.dumps({
+            "checkpoint": r.checkpoint, "source": r.source, "target": r.target, "batch": r.batch,
+            "stateVersion": r.version, "partitions": r.partitions, "ttlTimestamp": r.ttl_timestamp,
+            "dryRun": r.dry_run, "stores": r.stores}, indent=1))
+        return 0
+    done = "would be migrated (dry run: nothing changed)" if r.dry_run else "migrated"
+    print(f"{r.checkpoint}: the state of batch {r.batch} {done} from {r.source} to {r.target}, "
+          f"as version {r.version} of {r.partitions} partitions"
+          + (f", TTL timestamp {_ts(r.ttl_timestamp)}" if r.ttl_timestamp is not None else ""))
+    for s in r.stores:
+        print(f"  operator {s['operator']} ({s['operatorName']}), store {s['store']}: {s['keys']} "
+              f"keys ({_size(s['bytes'])}), per partition {s['keysPerPartition']}")
+    if not r.dry_run:
+        print(f"  offsets/{r.batch} now names {migrate.PROVIDERS[r.target]}: restart the query")
     return 0
 
 

@@ -147,3 +147,43 @@ class RepartitionUnsupportedError(RepartitionError):
     the rescale cannot place by Spark's hash partitioning; names it and why."""
 
     error_class = "TTLSTATE_REPARTITION_UNSUPPORTED"
+
+
+class MigrateError(TtlstateError):
+    """`migrate` refused; the checkpoint is as it was."""
+
+
+class MigrateNotStoppedError(MigrateError):
+    """The last batch did not commit (the query runs, or failed), or none did."""
+
+    error_class = "TTLSTATE_MIGRATE_NOT_STOPPED"
+
+
+class MigrateRunningError(MigrateError):
+    """The query wrote to its offset or commit log while the state was migrated."""
+
+    error_class = "TTLSTATE_MIGRATE_RUNNING"
+
+
+class MigrateUnsupportedError(MigrateError):
+    """An operator, a state format or a checkpoint the migration cannot carry."""
+
+    error_class = "TTLSTATE_MIGRATE_UNSUPPORTED"
+
+
+class MigrateUnknownProviderError(MigrateError):
+    """The checkpoint's state store provider is none of those the migration reads."""
+
+    error_class = "TTLSTATE_MIGRATE_UNKNOWN_PROVIDER"
+
+
+class MigrateSameProviderError(MigrateError):
+    """The query already runs on the target provider."""
+
+    error_class = "TTLSTATE_MIGRATE_SAME_PROVIDER"
+
+
+class MigrateNotWritableError(MigrateError):
+    """The checkpoint location cannot be written."""
+
+    error_class = "TTLSTATE_MIGRATE_NOT_WRITABLE"

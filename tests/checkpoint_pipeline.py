@@ -21,7 +21,9 @@ PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 # changelog, so that snapshots (manifests and their SSTs) are uploaded as well as changelogs
 TTLSTATE_CONFS = {PREFIX + "ttl": "1h", "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
                   "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
-QUERIES = {"agg": (st.agg_by_key, "update"), "dedup": (st.dedup_within_watermark, "append")}
+QUERIES = {"agg": (st.agg_by_key, "update"), "dedup": (st.dedup_within_watermark, "append"),
+           "session": (st.session_agg, "append"), "pandas": (st.pandas_running_count, "update"),
+           "join": (st.inner_join, "append")}  # the join: the events joined with themselves
 
 
 def main(spec: dict):
@@ -47,7 +49,8 @@ def main(spec: dict):
             with open(spec["out_file"] + ".batches", "a") as f:  # kept if the driver is killed
                 f.write(json.dumps({"query": name, "batch": batch_id, "rows": batches[batch_id]}) + "\n")
 
-        q = (build(st.read_events(spark, spec["input"])).writeStream.outputMode(mode).foreachBatch(collect)
+        inputs = [st.read_events(spark, spec["input"]) for _ in range(2 if name == "join" else 1)]
+        q = (build(*inputs).writeStream.outputMode(mode).foreachBatch(collect)
              .option("checkpointLocation", f"{spec['checkpoint']}/{name}").trigger(availableNow=True).start())
         q.awaitTermination(600)
         progress = [json.loads(p.json) for p in q.recentProgress]

@@ -19,13 +19,13 @@ import org.apache.spark.unsafe.Platform;
  * the stored key is a {@link PrefixedKey}, the prefix row being an UnsafeProjection of the
  * first n key columns, so a prefix scan is a byte-prefix scan on {@code [u32 length][prefix row]}.
  */
-final class KeyCodec {
+public final class KeyCodec {
     private final int numKeyFields;
     private final int numPrefixCols;
     /** Not thread-safe: one per store object. */
     private final UnsafeProjection prefixProjection;
 
-    KeyCodec(StructType keySchema, int numPrefixCols) {
+    public KeyCodec(StructType keySchema, int numPrefixCols) {
         this.numKeyFields = keySchema.length();
         this.numPrefixCols = numPrefixCols;
         if (numPrefixCols > 0) {
@@ -53,7 +53,7 @@ final class KeyCodec {
     }
 
     /** The stored key of a key row. */
-    byte[] encodeKey(UnsafeRow key) {
+    public byte[] encodeKey(UnsafeRow key) {
         if (numPrefixCols == 0) {
             return bytesOf(key);
         }

@@ -1,0 +1,308 @@
+"""`python -m ttlstate migrate`: move a stopped query's state from Spark's HDFS-backed or RocksDB
+provider to ttlstate, so the query goes on where it stopped (DESIGN 107).
+
+1. The last committed batch L is the state to move; no batch may have started after it (the
+   query is stopped). The source provider is the one offset log entry L names.
+2. Each store of each stateful operator is read at L's state (version L + 1) by Spark's state
+   data source, so through the source provider's own code (its file formats, compression,
+   changelogs), in a local Spark session; the JVM writes each entry out as ttlstate stores its
+   key, and the value row's bytes (`io.ttlstate.spark.migrate.StateRows`).
+3. Each partition's store becomes a ttlstate snapshot of version L + 1 (a manifest and SSTs)
+   written beside the source's files, under names the source provider never uses. With TTL
+   on (the TTL settings the query will run with, `--conf`), every entry gets the TTL timestamp
+   of batch L: its batch timestamp, or under EventTime its watermark.
+4. Last, in one atomic step, offset log entry L is rewritten with ttlstate's provider class:
+   the restarted query takes its provider from there and runs batch L + 1 on ttlstate, loading
+   version L + 1. Until that step the checkpoint runs on its source provider as before (the
+   files written beside are not read by it), and the same command, run again, starts over.
+
+Local file systems only, as `checkpoint_reader`; the CLI migrates a checkpoint on another
+Hadoop file system in a local copy and writes back what changed (`remote_checkpoint`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import json
+import os
+import struct
+import tempfile
+from typing import Callable, Iterator
+
+from rocksdict import WriteBatch
+
+from . import PROVIDER_CLASS
+from . import checkpoint_reader as cr
+from .checkpoint_logs import CheckpointLogs
+from .errors import (MigrateNotStoppedError, MigrateNotWritableError, MigrateRunningError,
+                     MigrateSameProviderError, MigrateUnknownProviderError, MigrateUnsupportedError)
+from .repartition import SHUFFLE_PARTITIONS, install_snapshot
+from .store import Store
+from .ttl import codec
+from .ttl import config as ttl_config
+
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+JOIN_FORMAT_KEY = "spark.sql.streaming.join.stateFormatVersion"
+PROVIDERS = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "ttlstate": PROVIDER_CLASS,
+}
+TARGETS = ("ttlstate",)
+_BATCH = 10_000  # entries per WriteBatch
+_FRAME = struct.Struct(">ii")  # partition, key length
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclasses.dataclass
+class Result:
+    checkpoint: str
+    source: str  # provider name (PROVIDERS)
+    target: str
+    batch: int  # the last committed batch, whose state was moved
+    version: int  # the state version written (batch + 1)
+    partitions: int
+    ttl_timestamp: int | None  # what entries were stamped with (None: TTL off in every store)
+    stores: list[dict]  # {operator, operatorName, store, keys, keysPerPartition, bytes}
+    dry_run: bool
+
+
+def provider_name(cls: str) -> str | None:
+    return next((name for name, c in PROVIDERS.items() if c == cls), None)
+
+
+def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run: bool = False,
+            progress: Progress | None = None) -> Result:
+    """Move the state of the stopped query at `location` to provider `to` (see the module
+    docstring); `confs` holds the query's TTL settings. Raises a `MigrateError` (or a checkpoint
+    reader error) before the switch when it cannot, leaving the checkpoint as it was."""
+    confs = confs or {}
+    if to not in TARGETS:
+        raise MigrateUnsupportedError(f"--to {to!r}: the migration writes {', '.join(TARGETS)} state")
+    loc = cr.CheckpointLocation(location)
+    logs = CheckpointLogs(loc.path, MigrateUnsupportedError)
+    batch = _stopped_batch(loc.path, logs)
+    meta = logs.metadata(batch)
+    source_cls = meta["conf"].get(PROVIDER_KEY, PROVIDERS["hdfs"])
+    source = provider_name(source_cls)
+    if source is None:
+        raise MigrateUnknownProviderError(
+            f"{logs.path(logs.offsets, batch)}: the query runs on state store provider {source_cls}; "
+            f"the migration reads {', '.join(PROVIDERS[p] for p in ('hdfs', 'rocksdb'))}")
+    if source == to:
+        raise MigrateSameProviderError(
+            f"{loc.path}: the query already runs on {to} ({source_cls}, offsets/{batch}): nothing to migrate")
+    if source == "ttlstate":
+        raise MigrateUnsupportedError(f"{loc.path}: moving ttlstate's state to another provider is not supported")
+    if any((logs.commit_doc(batch).get("stateUniqueIds") or {}).values()):
+        raise MigrateUnsupportedError(
+            f"{logs.path(logs.commits, batch)} records state checkpoint ids "
+            "(stateStore.checkpointFormatVersion=2): the migration reads checkpoint format version 1 only")
+    ops = _operators(loc, meta)
+    n = _partitions(meta, logs.path(logs.offsets, batch))
+    _check_writable(loc.path, logs)
+    event_time_ts = int(meta.get("batchWatermarkMs", 0))
+    batch_ts = int(meta.get("batchTimestampMs", 0))
+    before = _log_state(logs)
+    version = batch + 1
+    stamped: set[int] = set()
+    stores: list[dict] = []
+    written: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="ttlstate-migrate-") as tmp, _session(source_cls) as spark:
+        try:
+            plans = [(op, info) for op in ops for info in op.stores]
+            for i, (op, info) in enumerate(plans):
+                label = f"operator {op.id} ({op.name}), store {info.name}"
+                if progress:
+                    progress(i, len(plans), label)
+                ttl = ttl_config.resolve(confs, op.id, info.name)
+                ts = (event_time_ts if ttl.event_time else batch_ts) if ttl.enabled else None
+                if ts is not None:
+                    stamped.add(ts)
+                rows_dir = os.path.join(tmp, f"rows-{i}")
+                _read_store(spark, loc, op, info, batch, rows_dir)
+                counts, sizes = [0] * n, [0] * n
+                targets = [] if dry_run else [Store(f"migrate:{label}:{p}", os.path.join(tmp, f"db-{i}-{p}"), ttl)
+                                              for p in range(n)]
+                try:
+                    _fill(targets, _frames(rows_dir, n, label), ts, counts, sizes)
+                    for p, t in enumerate(targets):
+                        t.num_keys, t.version, t.cursor = counts[p], version, b""
+                        t.batch_ts = ts if ts is not None else batch_ts
+                        _, _, manifest_path, ssts = t.snapshot(os.path.join(tmp, f"snapshot-{i}-{p}"))
+                        install_snapshot(_store_path(loc, op.id, p, info.name), version, manifest_path, ssts,
+                                         written, "migrate")
+                finally:
+                    for t in targets:
+                        t.close(delete_files=True)
+                stores.append({"operator": op.id, "operatorName": op.name, "store": info.name,
+                               "keys": sum(counts), "keysPerPartition": counts, "bytes": sum(sizes)})
+            if progress:
+                progress(len(plans), len(plans), "switching")
+            if not dry_run:
+                if _log_state(logs) != before:
+                    raise MigrateRunningError(
+                        f"{loc.path}: the offset or commit log changed while the state was migrated "
+                        f"(last batch {before[0]} -> {_log_state(logs)[0]}): is the query running? "
+                        "Stop it, then migrate again")
+                # the switch: one atomic rename; the restarted query takes its provider from here
+                logs.write(logs.offsets, batch, logs.with_conf(batch, {PROVIDER_KEY: PROVIDERS[to]}), "migrate")
+        except BaseException:
+            for path in reversed(written):
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+            raise
+    return Result(loc.path, source, to, batch, version, n, stamped.pop() if len(stamped) == 1 else None,
+                  stores, dry_run)
+
+
+# -- checks ------------------------------------------------------------------------------------
+
+def _stopped_batch(path: str, logs: CheckpointLogs) -> int:
+    last_commit, last_offset = logs.last(logs.commits), logs.last(logs.offsets)
+    if last_commit is None or last_offset is None:
+        raise MigrateNotStoppedError(
+            f"{path} has no committed batch (commits/ or offsets/ is empty): run the query until a "
+            "batch commits, stop it, then migrate")
+    if last_offset != last_commit:
+        raise MigrateNotStoppedError(
+            f"{path}: batch {last_offset} started (offsets/{last_offset}) and did not commit (the last "
+            f"commit is batch {last_commit}): the query is running or failed. Stop the query, or "
+            "restart it until its last batch commits, then migrate")
+    return last_commit
+
+
+def _operators(loc: cr.CheckpointLocation, meta: dict) -> list[cr.OperatorInfo]:
+    ops = loc.operators()
+    for op in ops:
+        if (op.name or "").startswith("transformWithState"):
+            raise MigrateUnsupportedError(
+                f"operator {op.id} ({op.name}): transformWithState state cannot be migrated "
+                "(ttlstate does not serve transformWithState)")
+        if op.name == "symmetricHashJoin":
+            fmt = meta["conf"].get(JOIN_FORMAT_KEY, "2")
+            if fmt not in ("1", "2"):
+                raise MigrateUnsupportedError(
+                    f"operator {op.id} ({op.name}): join state format {fmt} ({JOIN_FORMAT_KEY}); "
+                    "the migration carries formats 1 and 2")
+        if not op.stores:
+            raise MigrateUnsupportedError(
+                f"operator {op.id} ({op.name}): no operator metadata (state/{op.id}/_metadata): its stores "
+                "are unknown")
+        for info in op.stores:
+            if loc.schema(op.id, info.name) is None:
+                raise MigrateUnsupportedError(
+                    f"operator {op.id} ({op.name}), store {info.name}: no state schema recorded")
+    return ops
+
+
+def _partitions(meta: dict, path: str) -> int:
+    try:
+        return int(meta["conf"][SHUFFLE_PARTITIONS])
+    except (KeyError, TypeError, ValueError):
+        raise MigrateUnsupportedError(f"{path}: the offset metadata records no {SHUFFLE_PARTITIONS}") from None
+
+
+def _check_writable(path: str, logs: CheckpointLogs):
+    for d in (logs.offsets, os.path.join(path, "state")):
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise MigrateNotWritableError(f"{d} cannot be written (permissions): nothing was changed")
+
+
+def _log_state(logs: CheckpointLogs) -> tuple:
+    """What a running query would change: the last offset and commit and their files."""
+    out = []
+    for d in (logs.offsets, logs.commits):
+        last = logs.last(d)
+        st = os.stat(logs.path(d, last)) if last is not None else None
+        out.append((last, st.st_mtime_ns if st else None, st.st_size if st else None))
+    return tuple(out)
+
+
+def _store_path(loc: cr.CheckpointLocation, op: int, partition: int, store: str) -> str:
+    part = os.path.join(loc.state_dir, str(op), str(partition))
+    return part if store == cr.DEFAULT_STORE else os.path.join(part, store)
+
+
+# -- reading through Spark ---------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _session(provider_cls: str):
+    """A local Spark session with ttlstate's jar, reading state with `provider_cls`."""
+    from pyspark.sql import SparkSession
+
+    from . import jar_path
+    spark = (SparkSession.builder.master("local[2]").appName("ttlstate-migrate")
+             .config("spark.jars", jar_path()).config("spark.ui.enabled", "false")
+             .config(PROVIDER_KEY, provider_cls)
+             # a RocksDB checkpoint's changelogs are replayed whichever way it was written
+             .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def _read_store(spark, loc: cr.CheckpointLocation, op: cr.OperatorInfo, info: cr.StoreInfo, batch: int,
+                out_dir: str):
+    """Writes the store's entries at batch `batch`'s state to `out_dir` (`StateRows`)."""
+    from py4j.protocol import Py4JJavaError
+    key_schema, value_schema = loc.schema(op.id, info.name)
+    reader = (spark.read.format("statestore").option("path", loc.path).option("operatorId", op.id)
+              .option("batchId", batch))
+    if info.name != cr.DEFAULT_STORE:
+        reader = reader.option("storeName", info.name)
+    jvm = spark.sparkContext._jvm
+    struct = jvm.org.apache.spark.sql.types.DataType.fromJson
+    try:
+        rows = reader.load().select("key", "value", "partition_id")
+        jvm.io.ttlstate.spark.migrate.StateRows.write(
+            rows._jdf, out_dir, struct(_json(key_schema)), struct(_json(value_schema)), info.num_prefix_cols)
+    except Py4JJavaError as e:
+        raise MigrateUnsupportedError(
+            f"operator {op.id} ({op.name}), store {info.name}: Spark's state data source could not read it: "
+            f"{str(e.java_exception)[:1500]}") from None
+
+
+def _json(schema: dict) -> str:
+    return json.dumps(schema)
+
+
+def _frames(rows_dir: str, n: int, label: str) -> Iterator[tuple[int, bytes, bytes]]:
+    """(partition, stored key, value row) of every entry `StateRows` wrote."""
+    for path in sorted(glob.glob(os.path.join(rows_dir, "task-*.rows"))):
+        with open(path, "rb") as f:
+            while head := f.read(_FRAME.size):
+                partition, klen = _FRAME.unpack(head)
+                key = f.read(klen)
+                (vlen,) = struct.unpack(">i", f.read(4))
+                value = f.read(vlen)
+                if len(key) != klen or len(value) != vlen or not 0 <= partition < n:
+                    raise MigrateUnsupportedError(f"{label}: a cut-short or out-of-range entry in {path}")
+                yield partition, key, value
+
+
+def _fill(targets: list[Store], entries, ts: int | None, counts: list[int], sizes: list[int]):
+    """Puts the entries into their partition's store (none for a dry run), TTL-stamped with `ts`."""
+    batches = [WriteBatch(raw_mode=True) for _ in targets]
+    pending = [0] * len(targets)
+    for p, key, value in entries:
+        counts[p] += 1
+        sizes[p] += len(key) + len(value)
+        if not targets:
+            continue
+        stored = value if ts is None else codec.encode(ts, value)
+        if ts is not None:
+            targets[p].hist.add(ts)
+        batches[p].put(key, stored)
+        pending[p] += 1
+        if pending[p] >= _BATCH:
+            targets[p].db.write(batches[p])
+            batches[p], pending[p] = WriteBatch(raw_mode=True), 0
+    for p, t in enumerate(targets):
+        t.db.write(batches[p])

@@ -1,0 +1,31 @@
+"""A PySpark driver of its own (`python state_rows.py SPEC`): the rows Spark's state data source
+reads from each checkpoint of the spec's `checkpoints` (operator 0, its default store or, for a
+join, `joinSide` left; the last committed batch), sorted, written to `out_file` as JSON
+{checkpoint: [row, ...]}. The provider that reads is the one the checkpoint's offset log names."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import streaming as st
+
+
+def main(spec: dict):
+    import ttlstate
+    spark = st.session_builder("ttlstate-state-rows").config("spark.jars", ttlstate.jar_path()).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    out = {}
+    for ck in spec["checkpoints"]:
+        reader = spark.read.format("statestore").option("path", ck).option("operatorId", 0)
+        if ck.rstrip("/").endswith("join"):
+            reader = reader.option("joinSide", "left")
+        out[ck] = sorted(json.dumps(st.to_plain(r), default=str, sort_keys=True) for r in reader.load().collect())
+    with open(spec["out_file"], "w") as f:
+        json.dump(out, f)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        main(json.load(f))

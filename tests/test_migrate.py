@@ -1,0 +1,138 @@
+"""`python -m ttlstate migrate` (issue 45): a query run on Spark's HDFS-backed or RocksDB
+provider, stopped, migrated to ttlstate and restarted goes on batch for batch as the same stop
+and restart on its source provider does; Spark's state data source reads the same rows right
+before and right after the migration; the refusals change nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+import checkpoint_pipeline as pipeline
+import streaming as st
+from offline_tools import cli, cli_json
+from streaming import HDFS, TTLSTATE
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# each source with some of the operator families (all of them on both would double the time)
+# TTL on a join's state needs skipNulls (ttlstate refuses the join without it): on every run
+SKIP_NULLS = {"spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled": "true"}
+SOURCES = {"hdfs": (HDFS, SKIP_NULLS, ("agg", "join", "pandas")),
+           "rocksdb": (ROCKSDB, {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"},
+                       ("dedup", "session", "agg"))}
+N_FILES = 6
+PARTS = ((0, N_FILES // 2), (N_FILES // 2, N_FILES))
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+
+
+def _state_rows(work, tag: str, checkpoints: list[str]) -> dict:
+    spec = dict(checkpoints=checkpoints, out_file=str(work / f"{tag}.json"))
+    proc, log, log_path = st.spawn_spec_process(str(pipeline.HERE / "state_rows.py"), spec, work, tag)
+    code = st.wait_or_kill(proc, 600)
+    log.close()
+    assert code == 0, log_path.read_text(errors="replace")[-4000:]
+    return json.loads((work / f"{tag}.json").read_text())
+
+
+def _offset_conf(ck: str, batch: int) -> dict:
+    with open(os.path.join(ck, "offsets", str(batch))) as f:
+        return json.loads(f.read().split("\n")[1])["conf"]
+
+
+@pytest.fixture(scope="module")
+def files():
+    return st.generate_events(N_FILES, 200, n_keys=50, n_values=10, seed=91)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_a_query_migrated_to_ttlstate_goes_on_as_on_its_source_provider(tmp_path, files, source):
+    provider, confs, queries = SOURCES[source]
+    runs, reference = {}, {}
+    for part, (start, stop) in enumerate(PARTS, start=1):
+        st.write_files(tmp_path / "events", files, start, stop)
+        reference[part] = pipeline.run(tmp_path, f"source-{part}", provider, str(tmp_path / "ck-source"), confs,
+                                       queries=queries)
+        if part == 1:
+            runs[part] = pipeline.run(tmp_path, "migrated-1", provider, str(tmp_path / "ck"), confs, queries=queries)
+            continue
+        cks = [str(tmp_path / "ck" / q) for q in queries]
+        before = _state_rows(tmp_path, "rows-before", cks)
+        dry = cli_json("migrate", cks[0], "--to", "ttlstate", "--dry-run")
+        assert dry["dryRun"] and dry["source"] == source and dry["stores"][0]["keys"] > 0, dry
+        assert _offset_conf(cks[0], dry["batch"])[PROVIDER_KEY] == provider  # nothing changed
+        done = [cli_json("migrate", ck, "--to", "ttlstate", "--ttl", "1h") for ck in cks]
+        for ck, r in zip(cks, done):
+            assert (r["source"], r["target"], r["dryRun"]) == (source, "ttlstate", False), r
+            assert r["ttlTimestamp"] > 0, r
+            assert _offset_conf(ck, r["batch"])[PROVIDER_KEY] == TTLSTATE
+        assert done[0]["stores"] == dry["stores"]
+        after = _state_rows(tmp_path, "rows-after", cks)
+        for ck in cks:
+            assert after[ck] == before[ck] and len(before[ck]) > 5, (ck, len(before[ck]), len(after[ck]))
+        # the second part's session still says the source provider: the offset log decides
+        runs[part] = pipeline.run(tmp_path, "migrated-2", provider, str(tmp_path / "ck"),
+                                  {**confs, pipeline.PREFIX + "ttl": "1h"}, queries=queries)
+    for q in queries:
+        assert not runs[1][q]["ttlstate_metrics"] and runs[2][q]["ttlstate_metrics"], q
+        for part in (1, 2):
+            assert len(reference[part][q]["batches"]) >= N_FILES // 2, (q, part)
+            assert runs[part][q]["batches"] == reference[part][q]["batches"], (q, part)
+        assert any(reference[2][q]["batches"].values()), q
+
+
+# -- refusals: a checkpoint made by hand, as far as each check reads it -------------------------
+
+def _checkpoint(root, provider=HDFS, batches=1, committed=1, operator="stateStoreSave", commit_extra=None):
+    os.makedirs(root / "offsets")
+    os.makedirs(root / "commits")
+    for b in range(batches):
+        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1_700_000_000_000 + b,
+                "conf": {PROVIDER_KEY: provider, "spark.sql.shuffle.partitions": "2"}}
+        (root / "offsets" / str(b)).write_text(f"v1\n{json.dumps(meta)}\n{{\"logOffset\":{b}}}")
+    for b in range(committed):
+        (root / "commits" / str(b)).write_text("v1\n" + json.dumps({"nextBatchWatermarkMs": 0, **(commit_extra or {})}))
+    meta_dir = root / "state" / "0" / "_metadata"
+    os.makedirs(meta_dir)
+    (meta_dir / "metadata").write_text("v1\n" + json.dumps({
+        "operatorInfo": {"operatorId": 0, "operatorName": operator},
+        "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0, "numPartitions": 2}]}))
+    for p in (0, 1):
+        os.makedirs(root / "state" / "0" / str(p))
+    return root
+
+
+def _tree(root) -> dict:
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("case, made, error_class", [
+    ("no commit", dict(committed=0), "TTLSTATE_MIGRATE_NOT_STOPPED"),
+    ("a batch that did not commit", dict(batches=2, committed=1), "TTLSTATE_MIGRATE_NOT_STOPPED"),
+    ("already on ttlstate", dict(provider=TTLSTATE), "TTLSTATE_MIGRATE_SAME_PROVIDER"),
+    ("a provider of its own", dict(provider="com.example.MyStateStoreProvider"), "TTLSTATE_MIGRATE_UNKNOWN_PROVIDER"),
+    ("transformWithState", dict(operator="transformWithStateExec"), "TTLSTATE_MIGRATE_UNSUPPORTED"),
+    ("checkpoint format v2", dict(commit_extra={"stateUniqueIds": {"0": [["a"], ["b"]]}}),
+     "TTLSTATE_MIGRATE_UNSUPPORTED"),
+])
+def test_a_refused_migration_names_its_reason_and_changes_nothing(tmp_path, case, made, error_class):
+    ck = _checkpoint(tmp_path / "ck", **made)
+    before = _tree(ck)
+    r = cli("migrate", str(ck), "--to", "ttlstate", rc=2)
+    assert f"[{error_class}]" in r.stderr, (case, r.stderr)
+    assert _tree(ck) == before, case
+
+
+def test_an_unknown_target_is_a_usage_error(tmp_path):
+    ck = _checkpoint(tmp_path / "ck")
+    r = cli("migrate", str(ck), "--to", "cassandra", rc=2)
+    assert "--to" in r.stderr and "ttlstate" in r.stderr, r.stderr
