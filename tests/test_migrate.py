@@ -1,17 +1,24 @@
 """`python -m ttlstate migrate` (issue 45): a query run on Spark's HDFS-backed or RocksDB
 provider, stopped, migrated to ttlstate and restarted goes on batch for batch as the same stop
 and restart on its source provider does; Spark's state data source reads the same rows right
-before and right after the migration; the refusals change nothing."""
+before and right after the migration; every entry carries the last batch's timestamp; a
+migration SIGKILLed midway leaves a checkpoint that runs on its source, and runs again; the
+refusals change nothing."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
 import checkpoint_pipeline as pipeline
+import cluster
 import streaming as st
 from offline_tools import cli, cli_json
 from streaming import HDFS, TTLSTATE
@@ -60,6 +67,15 @@ def test_a_query_migrated_to_ttlstate_goes_on_as_on_its_source_provider(tmp_path
             runs[part] = pipeline.run(tmp_path, "migrated-1", provider, str(tmp_path / "ck"), confs, queries=queries)
             continue
         cks = [str(tmp_path / "ck" / q) for q in queries]
+        if source == "rocksdb":
+            # killed once its first SST is in the checkpoint: the query still runs on its source
+            # (a copy of it, run on to the end, gives the source's output), then it is run again
+            _migrate_killed_midway(cks[0])
+            shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
+            killed = pipeline.run(tmp_path, "killed-2", provider, str(tmp_path / "ck-killed"), confs,
+                                  queries=queries[:1])
+            assert not killed[queries[0]]["ttlstate_metrics"]
+            assert killed[queries[0]]["batches"] == reference[2][queries[0]]["batches"]
         before = _state_rows(tmp_path, "rows-before", cks)
         dry = cli_json("migrate", cks[0], "--to", "ttlstate", "--dry-run")
         assert dry["dryRun"] and dry["source"] == source and dry["stores"][0]["keys"] > 0, dry
@@ -70,6 +86,10 @@ def test_a_query_migrated_to_ttlstate_goes_on_as_on_its_source_provider(tmp_path
             assert r["ttlTimestamp"] > 0, r
             assert _offset_conf(ck, r["batch"])[PROVIDER_KEY] == TTLSTATE
         assert done[0]["stores"] == dry["stores"]
+        # every entry carries batch L's timestamp: untouched, it expires one TTL after it
+        stamp = json.loads(open(os.path.join(cks[0], "offsets", str(done[0]["batch"]))).read().split("\n")[1])
+        entries = [e for p in (0, 1) for e in cli_json("dump", cks[0], "--operator", 0, "--partition", p)["entries"]]
+        assert entries and {e["ttlTimestampMs"] for e in entries} == {stamp["batchTimestampMs"]}, entries[:3]
         after = _state_rows(tmp_path, "rows-after", cks)
         for ck in cks:
             assert after[ck] == before[ck] and len(before[ck]) > 5, (ck, len(before[ck]), len(after[ck]))
@@ -82,6 +102,29 @@ def test_a_query_migrated_to_ttlstate_goes_on_as_on_its_source_provider(tmp_path
             assert len(reference[part][q]["batches"]) >= N_FILES // 2, (q, part)
             assert runs[part][q]["batches"] == reference[part][q]["batches"], (q, part)
         assert any(reference[2][q]["batches"].values()), q
+
+
+def _migrate_killed_midway(ck: str):
+    """Runs a migration of `ck` and SIGKILLs it as soon as an SST of partition 0 is in the
+    checkpoint (written beside the source's files, before the switch); asserts the offset log
+    still names the source and that no process it started (its Spark JVM) outlives it."""
+    last = max(int(n) for n in os.listdir(os.path.join(ck, "offsets")) if n.isdigit())
+    provider = _offset_conf(ck, last)[PROVIDER_KEY]
+    sst_dir = os.path.join(ck, "state", "0", "0", "sst")
+    proc = subprocess.Popen([sys.executable, "-m", "ttlstate", "migrate", ck, "--to", "ttlstate"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (os.path.isdir(sst_dir) and any(n.endswith(".sst") for n in os.listdir(sst_dir))):
+        assert proc.poll() is None and time.monotonic() < deadline, f"migrate ended first ({proc.returncode})"
+        time.sleep(0.002)
+    children = [pid for pid, ppid, _ in cluster._processes() if ppid == proc.pid]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _offset_conf(ck, last)[PROVIDER_KEY] == provider, "the kill came after the switch"
+    deadline = time.monotonic() + 60
+    while any(cluster.alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert children and not any(cluster.alive(pid) for pid in children), children
 
 
 # -- refusals: a checkpoint made by hand, as far as each check reads it -------------------------
