@@ -45,6 +45,7 @@ from .ttl import config as ttl_config
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 JOIN_FORMAT_KEY = "spark.sql.streaming.join.stateFormatVersion"
+FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 PROVIDERS = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -97,11 +98,8 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
             f"{loc.path}: the query already runs on {to} ({source_cls}, offsets/{batch}): nothing to migrate")
     if source == "ttlstate":
         raise MigrateUnsupportedError(f"{loc.path}: moving ttlstate's state to another provider is not supported")
-    if any((logs.commit_doc(batch).get("stateUniqueIds") or {}).values()):
-        raise MigrateUnsupportedError(
-            f"{logs.path(logs.commits, batch)} records state checkpoint ids "
-            "(stateStore.checkpointFormatVersion=2): the migration reads checkpoint format version 1 only")
     ops = _operators(loc, meta)
+    ids = _checkpoint_ids(loc, logs, batch, ops)
     n = _partitions(meta, logs.path(logs.offsets, batch))
     _check_writable(loc.path, logs)
     event_time_ts = int(meta.get("batchWatermarkMs", 0))
@@ -111,7 +109,7 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
     stamped: set[int] = set()
     stores: list[dict] = []
     written: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="ttlstate-migrate-") as tmp, _session(source_cls) as spark:
+    with tempfile.TemporaryDirectory(prefix="ttlstate-migrate-") as tmp, _session(source_cls, bool(ids)) as spark:
         try:
             plans = [(op, info) for op in ops for info in op.stores]
             for i, (op, info) in enumerate(plans):
@@ -134,7 +132,7 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
                         t.batch_ts = ts if ts is not None else batch_ts
                         _, _, manifest_path, ssts = t.snapshot(os.path.join(tmp, f"snapshot-{i}-{p}"))
                         install_snapshot(_store_path(loc, op.id, p, info.name), version, manifest_path, ssts,
-                                         written, "migrate")
+                                         written, "migrate", ids.get((op.id, p, info.name)))
                 finally:
                     for t in targets:
                         t.close(delete_files=True)
@@ -199,6 +197,26 @@ def _operators(loc: cr.CheckpointLocation, meta: dict) -> list[cr.OperatorInfo]:
     return ops
 
 
+def _checkpoint_ids(loc: cr.CheckpointLocation, logs: CheckpointLogs, batch: int,
+                    ops: list[cr.OperatorInfo]) -> dict[tuple[int, int, str], str]:
+    """Checkpoint format v2: the checkpoint id of each store's version `batch` + 1, which commit
+    `batch` records (`stateUniqueIds`) and the restarted query loads; {} in format v1. A
+    store's snapshot is written under its id (`<v>_<id>.manifest`)."""
+    if not any((logs.commit_doc(batch).get("stateUniqueIds") or {}).values()):
+        return {}
+    out = {}
+    for op in ops:
+        for p in op.partitions:
+            for info in op.stores:
+                committed = loc._committed_id(op, p, info.name)
+                if committed is None or committed[0] != batch + 1:
+                    raise MigrateUnsupportedError(
+                        f"{logs.path(logs.commits, batch)}: no state checkpoint id of operator {op.id}, "
+                        f"partition {p}, store {info.name} (checkpoint format v2)")
+                out[op.id, p, info.name] = committed[1]
+    return out
+
+
 def _partitions(meta: dict, path: str) -> int:
     try:
         return int(meta["conf"][SHUFFLE_PARTITIONS])
@@ -230,14 +248,16 @@ def _store_path(loc: cr.CheckpointLocation, op: int, partition: int, store: str)
 # -- reading through Spark ---------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _session(provider_cls: str):
-    """A local Spark session with ttlstate's jar, reading state with `provider_cls`."""
+def _session(provider_cls: str, v2: bool):
+    """A local Spark session with ttlstate's jar, reading state with `provider_cls`; `v2`:
+    checkpoint format v2 (the offset log does not record it; the commit log's ids tell)."""
     from pyspark.sql import SparkSession
 
     from . import jar_path
     spark = (SparkSession.builder.master("local[2]").appName("ttlstate-migrate")
              .config("spark.jars", jar_path()).config("spark.ui.enabled", "false")
              .config(PROVIDER_KEY, provider_cls)
+             .config(FORMAT_VERSION_KEY, "2" if v2 else "1")
              # a RocksDB checkpoint's changelogs are replayed whichever way it was written
              .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
              .getOrCreate())

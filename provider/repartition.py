@@ -401,17 +401,18 @@ def _install(b: _Built, written: list[str]):
         install_snapshot(b.plan.store_path(q), b.targets[q].version, manifest_path, ssts, written, "repartition")
 
 
-def install_snapshot(path: str, version: int, manifest_path: str, ssts: list, written: list[str], tag: str):
+def install_snapshot(path: str, version: int, manifest_path: str, ssts: list, written: list[str], tag: str,
+                     id: str | None = None):
     """Copy a store's snapshot (`Store.snapshot`: its manifest and SSTs) into the store
-    directory `path`: the SSTs, then (atomically) `<version>.manifest`, which replaces one an
-    interrupted run left. Appends each file written to `written`; `tag` names the command in
-    the temp file's name."""
+    directory `path`: the SSTs, then (atomically) `<version>.manifest` (format v2, checkpoint
+    id `id`: `<version>_<id>.manifest`), which replaces one an interrupted run left. Appends
+    each file written to `written`; `tag` names the command in the temp file's name."""
     os.makedirs(os.path.join(path, layout.SST_DIR), exist_ok=True)
     for name, local, _ in ssts:
         dest = os.path.join(path, layout.SST_DIR, name)
         shutil.copyfile(local, dest)
         written.append(dest)
-    dest = os.path.join(path, layout.name(version, layout.MANIFEST))
+    dest = os.path.join(path, layout.name(version, layout.MANIFEST, id))
     tmp = dest + f".ttlstate-{tag}.tmp"
     shutil.copyfile(manifest_path, tmp)
     written.append(tmp)

@@ -1,6 +1,6 @@
 """A PySpark driver of its own (`python state_rows.py SPEC`): the rows Spark's state data source
 reads from each checkpoint of the spec's `checkpoints` (operator 0, its default store or, for a
-join, `joinSide` left; the last committed batch), sorted, written to `out_file` as JSON
+join, `joinSide` left; the last committed batch; the session with the spec's `confs`), sorted, written to `out_file` as JSON
 {checkpoint: [row, ...]}. The provider that reads is the one the checkpoint's offset log names."""
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ import streaming as st
 
 def main(spec: dict):
     import ttlstate
-    spark = st.session_builder("ttlstate-state-rows").config("spark.jars", ttlstate.jar_path()).getOrCreate()
+    b = st.session_builder("ttlstate-state-rows").config("spark.jars", ttlstate.jar_path())
+    for k, v in spec.get("confs", {}).items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     out = {}
     for ck in spec["checkpoints"]:
