@@ -143,12 +143,12 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print one JSON document")
     sp.set_defaults(run=_repartition)
 
-    sp = sub.add_parser("migrate", help="move a STOPPED query's state from Spark's HDFS-backed or "
-                        "RocksDB provider to ttlstate",
+    sp = sub.add_parser("migrate", help="move a STOPPED query's state between Spark's HDFS-backed "
+                        "or RocksDB provider and ttlstate",
                         description="Move the state of a stopped query's last committed batch from "
-                        "the provider its checkpoint names (Spark's HDFS-backed or RocksDB provider) "
-                        "to ttlstate, written beside the source's files, then switch the offset log "
-                        "to ttlstate in one atomic step: the restarted query goes on on ttlstate. "
+                        "the provider its checkpoint names (Spark's HDFS-backed or RocksDB provider, "
+                        "or ttlstate) to another, written beside the source's files, then switch the "
+                        "offset log to it in one atomic step: the restarted query goes on on it. "
                         "With TTL on (--ttl, or the query's TTL settings as --conf), every entry "
                         "gets the TTL timestamp of that batch (its watermark under EventTime). "
                         "Stop the query first. Interrupted, the checkpoint still runs on its "

@@ -1,5 +1,8 @@
-"""`python -m ttlstate migrate`: move a stopped query's state from Spark's HDFS-backed or RocksDB
-provider to ttlstate, so the query goes on where it stopped (DESIGN 107).
+"""`python -m ttlstate migrate`: move a stopped query's state between Spark's HDFS-backed
+provider, its RocksDB provider and ttlstate, so the query goes on where it stopped (DESIGN 107).
+The steps below are those to ttlstate; to one of Spark's providers, step 3 is that provider's
+own code (`io.ttlstate.spark.migrate.ProviderStores`) writing version 1 of each store in a
+scratch directory, moved into the checkpoint as version L + 1 (no TTL timestamps).
 
 1. The last committed batch L is the state to move; no batch may have started after it (the
    query is stopped). The source provider is the one offset log entry L names.
@@ -27,6 +30,7 @@ import dataclasses
 import glob
 import json
 import os
+import shutil
 import struct
 import tempfile
 from typing import Callable, Iterator
@@ -51,7 +55,7 @@ PROVIDERS = {
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "ttlstate": PROVIDER_CLASS,
 }
-TARGETS = ("ttlstate",)
+TARGETS = ("ttlstate", "hdfs", "rocksdb")
 _BATCH = 10_000  # entries per WriteBatch
 _FRAME = struct.Struct(">ii")  # partition, key length
 
@@ -96,10 +100,12 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
     if source == to:
         raise MigrateSameProviderError(
             f"{loc.path}: the query already runs on {to} ({source_cls}, offsets/{batch}): nothing to migrate")
-    if source == "ttlstate":
-        raise MigrateUnsupportedError(f"{loc.path}: moving ttlstate's state to another provider is not supported")
     ops = _operators(loc, meta)
     ids = _checkpoint_ids(loc, logs, batch, ops)
+    if ids and to != "ttlstate":
+        raise MigrateUnsupportedError(
+            f"{logs.path(logs.commits, batch)} records state checkpoint ids (checkpointFormatVersion=2): "
+            f"the migration writes {to}'s state in checkpoint format version 1 only")
     n = _partitions(meta, logs.path(logs.offsets, batch))
     _check_writable(loc.path, logs)
     event_time_ts = int(meta.get("batchWatermarkMs", 0))
@@ -109,15 +115,22 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
     stamped: set[int] = set()
     stores: list[dict] = []
     written: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="ttlstate-migrate-") as tmp, _session(source_cls, bool(ids)) as spark:
+    with tempfile.TemporaryDirectory(prefix="ttlstate-migrate-") as tmp, _session(source_cls, bool(ids), to) as spark:
         try:
             plans = [(op, info) for op in ops for info in op.stores]
             for i, (op, info) in enumerate(plans):
                 label = f"operator {op.id} ({op.name}), store {info.name}"
                 if progress:
                     progress(i, len(plans), label)
+                if to != "ttlstate" and not dry_run:
+                    counts, size = _write_through_provider(spark, loc, op, info, batch, n, to,
+                                                           os.path.join(tmp, f"provider-{i}"), written)
+                    stores.append({"operator": op.id, "operatorName": op.name, "store": info.name,
+                                   "keys": sum(counts), "keysPerPartition": counts, "bytes": size})
+                    continue
                 ttl = ttl_config.resolve(confs, op.id, info.name)
-                ts = (event_time_ts if ttl.event_time else batch_ts) if ttl.enabled else None
+                ts = (event_time_ts if ttl.enabled and to == "ttlstate" and ttl.event_time
+                      else batch_ts if ttl.enabled and to == "ttlstate" else None)
                 if ts is not None:
                     stamped.add(ts)
                 rows_dir = os.path.join(tmp, f"rows-{i}")
@@ -248,9 +261,11 @@ def _store_path(loc: cr.CheckpointLocation, op: int, partition: int, store: str)
 # -- reading through Spark ---------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _session(provider_cls: str, v2: bool):
+def _session(provider_cls: str, v2: bool, to: str):
     """A local Spark session with ttlstate's jar, reading state with `provider_cls`; `v2`:
-    checkpoint format v2 (the offset log does not record it; the commit log's ids tell)."""
+    checkpoint format v2 (the offset log does not record it; the commit log's ids tell). For
+    a target of Spark's, its provider writes a snapshot at the first maintenance (HDFS) or at
+    commit (RocksDB, changelog checkpointing off)."""
     from pyspark.sql import SparkSession
 
     from . import jar_path
@@ -259,7 +274,9 @@ def _session(provider_cls: str, v2: bool):
              .config(PROVIDER_KEY, provider_cls)
              .config(FORMAT_VERSION_KEY, "2" if v2 else "1")
              # a RocksDB checkpoint's changelogs are replayed whichever way it was written
-             .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+             .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+                     "false" if to == "rocksdb" else "true")
+             .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "1")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -273,24 +290,82 @@ def _read_store(spark, loc: cr.CheckpointLocation, op: cr.OperatorInfo, info: cr
     """Writes the store's entries at batch `batch`'s state to `out_dir` (`StateRows`)."""
     from py4j.protocol import Py4JJavaError
     key_schema, value_schema = loc.schema(op.id, info.name)
-    reader = (spark.read.format("statestore").option("path", loc.path).option("operatorId", op.id)
-              .option("batchId", batch))
-    if info.name != cr.DEFAULT_STORE:
-        reader = reader.option("storeName", info.name)
     jvm = spark.sparkContext._jvm
     struct = jvm.org.apache.spark.sql.types.DataType.fromJson
     try:
-        rows = reader.load().select("key", "value", "partition_id")
         jvm.io.ttlstate.spark.migrate.StateRows.write(
-            rows._jdf, out_dir, struct(_json(key_schema)), struct(_json(value_schema)), info.num_prefix_cols)
+            _reader(spark, loc, op, info, batch)._jdf, out_dir, struct(_json(key_schema)), struct(_json(value_schema)),
+            info.num_prefix_cols)
     except Py4JJavaError as e:
         raise MigrateUnsupportedError(
             f"operator {op.id} ({op.name}), store {info.name}: Spark's state data source could not read it: "
             f"{str(e.java_exception)[:1500]}") from None
 
 
+def _write_through_provider(spark, loc: cr.CheckpointLocation, op: cr.OperatorInfo, info: cr.StoreInfo,
+                            batch: int, n: int, to: str, scratch: str, written: list[str]) -> tuple[list[int], int]:
+    """The store's entries at batch `batch`'s state written by Spark's provider `to` as version 1
+    of a scratch checkpoint (`ProviderStores`), then moved into the query's store directories as
+    version `batch` + 1: the RocksDB provider's SSTs, then its `<v>.zip`; the HDFS-backed
+    provider's `<v>.snapshot`. Returns (rows per partition, bytes installed)."""
+    from py4j.protocol import Py4JJavaError
+    key_schema, value_schema = loc.schema(op.id, info.name)
+    jvm = spark.sparkContext._jvm
+    struct = jvm.org.apache.spark.sql.types.DataType.fromJson
+    try:
+        jvm.io.ttlstate.spark.migrate.ProviderStores.write(
+            _reader(spark, loc, op, info, batch)._jdf, scratch, op.id, info.name, PROVIDERS[to],
+            struct(_json(key_schema)), struct(_json(value_schema)), info.num_prefix_cols, n)
+    except Py4JJavaError as e:
+        raise MigrateUnsupportedError(
+            f"operator {op.id} ({op.name}), store {info.name}: could not be read or written as {to}'s state: "
+            f"{str(e.java_exception)[:1500]}") from None
+    counts, size, version = [], 0, batch + 1
+    for p in range(n):
+        with open(os.path.join(scratch, f"count-{op.id}-{info.name}-{p}")) as f:
+            counts.append(int(f.read()))
+        made = _store_path_in(scratch, op.id, p, info.name)
+        dest = _store_path(loc, op.id, p, info.name)
+        os.makedirs(dest, exist_ok=True)
+        moves = []  # (from, to), data first, the file that makes the version visible last
+        if to == "rocksdb":
+            sst_dir = os.path.join(made, "SSTs")
+            for name in sorted(os.listdir(sst_dir)) if os.path.isdir(sst_dir) else []:
+                if not name.startswith("."):
+                    moves.append((os.path.join(sst_dir, name), os.path.join(dest, "SSTs", name)))
+            moves.append((os.path.join(made, "1.zip"), os.path.join(dest, f"{version}.zip")))
+        else:
+            moves.append((os.path.join(made, "1.snapshot"), os.path.join(dest, f"{version}.snapshot")))
+        for src, dst in moves:
+            if not os.path.isfile(src):
+                raise MigrateUnsupportedError(f"{op.id}/{p}/{info.name}: {to}'s provider wrote no {os.path.basename(src)} "
+                                              f"(files: {sorted(os.listdir(made))})")
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            tmp = dst + ".ttlstate-migrate.tmp"
+            shutil.copyfile(src, tmp)
+            written.append(tmp)
+            os.replace(tmp, dst)
+            written.append(dst)
+            size += os.path.getsize(dst)
+    return counts, size
+
+
+def _store_path_in(root: str, op: int, partition: int, store: str) -> str:
+    part = os.path.join(root, str(op), str(partition))
+    return part if store == cr.DEFAULT_STORE else os.path.join(part, store)
+
+
 def _json(schema: dict) -> str:
     return json.dumps(schema)
+
+
+def _reader(spark, loc: cr.CheckpointLocation, op: cr.OperatorInfo, info: cr.StoreInfo, batch: int):
+    """The store's rows at batch `batch`'s state, as Spark's state data source reads them."""
+    reader = (spark.read.format("statestore").option("path", loc.path).option("operatorId", op.id)
+              .option("batchId", batch))
+    if info.name != cr.DEFAULT_STORE:
+        reader = reader.option("storeName", info.name)
+    return reader.load().select("key", "value", "partition_id")
 
 
 def _frames(rows_dir: str, n: int, label: str) -> Iterator[tuple[int, bytes, bytes]]:

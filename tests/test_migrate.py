@@ -1,7 +1,8 @@
 """`python -m ttlstate migrate` (issue 45): a query run on Spark's HDFS-backed or RocksDB
-provider, stopped, migrated to ttlstate and restarted goes on batch for batch as the same stop
-and restart on its source provider does; Spark's state data source reads the same rows right
-before and right after the migration; every entry carries the last batch's timestamp; a
+provider, stopped, migrated to ttlstate and restarted (or the other way) goes on batch for batch
+as the same stop and restart on its source provider does; Spark's state data source reads the same rows right
+before and right after the migration; moved to ttlstate every entry carries the last batch's
+timestamp; a
 migration SIGKILLed midway leaves a checkpoint that runs on its source, and runs again; the
 refusals change nothing."""
 
@@ -24,15 +25,22 @@ from offline_tools import cli, cli_json
 from streaming import HDFS, TTLSTATE
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-# each source with some of the operator families (all of them on both would double the time)
+NAMES = {HDFS: "hdfs", ROCKSDB: "rocksdb", TTLSTATE: "ttlstate"}
 # TTL on a join's state needs skipNulls (ttlstate refuses the join without it): on every run
 SKIP_NULLS = {"spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled": "true"}
-SOURCES = {"hdfs": (HDFS, SKIP_NULLS, ("agg", "join", "pandas")),
-           "rocksdb": (ROCKSDB, {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"},
-                       ("dedup", "session", "agg")),
-           # checkpoint format v2: ttlstate's snapshot is named by the id the last commit records
-           "rocksdb-v2": (ROCKSDB, {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-                                    "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}, ("agg",))}
+CHANGELOG = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
+TTL = {"spark.sql.streaming.stateStore.ttlstate.ttl": "1h"}
+# (source, its confs, target, queries): each direction with some of the operator families (all
+# of them everywhere would take several times as long)
+CASES = {
+    "hdfs-to-ttlstate": (HDFS, SKIP_NULLS, TTLSTATE, ("agg", "join", "pandas")),
+    "rocksdb-to-ttlstate": (ROCKSDB, CHANGELOG, TTLSTATE, ("dedup", "session")),
+    # checkpoint format v2: ttlstate's snapshot is named by the id the last commit records
+    "rocksdb-v2-to-ttlstate": (ROCKSDB, {**CHANGELOG, "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"},
+                               TTLSTATE, ("agg",)),
+    "ttlstate-to-hdfs": (TTLSTATE, {**TTL, **SKIP_NULLS}, HDFS, ("agg", "session")),
+    "ttlstate-to-rocksdb": (TTLSTATE, {**TTL, **SKIP_NULLS, **CHANGELOG}, ROCKSDB, ("dedup", "join")),
+}
 N_FILES = 6
 PARTS = ((0, N_FILES // 2), (N_FILES // 2, N_FILES))
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -58,52 +66,58 @@ def files():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("source", sorted(SOURCES))
-def test_a_query_migrated_to_ttlstate_goes_on_as_on_its_source_provider(tmp_path, files, source):
-    provider, confs, queries = SOURCES[source]
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, case):
+    source, confs, target, queries = CASES[case]
+    to = NAMES[target]
     runs, reference = {}, {}
     for part, (start, stop) in enumerate(PARTS, start=1):
         st.write_files(tmp_path / "events", files, start, stop)
-        reference[part] = pipeline.run(tmp_path, f"source-{part}", provider, str(tmp_path / "ck-source"), confs,
-                                       queries=queries)
-        if part == 1:
-            runs[part] = pipeline.run(tmp_path, "migrated-1", provider, str(tmp_path / "ck"), confs, queries=queries)
+        if part == 1:  # one run, two checkpoints: the one to migrate and its copy, the reference
+            runs[1] = reference[1] = pipeline.run(tmp_path, "part-1", source, str(tmp_path / "ck"), confs,
+                                                  queries=queries)
+            shutil.copytree(tmp_path / "ck", tmp_path / "ck-source")
             continue
+        reference[2] = pipeline.run(tmp_path, "source-2", source, str(tmp_path / "ck-source"), confs, queries=queries)
         cks = [str(tmp_path / "ck" / q) for q in queries]
-        if source == "rocksdb":
+        if case == "rocksdb-to-ttlstate":
             # killed once its first SST is in the checkpoint: the query still runs on its source
             # (a copy of it, run on to the end, gives the source's output), then it is run again
             _migrate_killed_midway(cks[0])
             shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
-            killed = pipeline.run(tmp_path, "killed-2", provider, str(tmp_path / "ck-killed"), confs,
+            killed = pipeline.run(tmp_path, "killed-2", source, str(tmp_path / "ck-killed"), confs,
                                   queries=queries[:1])
             assert not killed[queries[0]]["ttlstate_metrics"]
             assert killed[queries[0]]["batches"] == reference[2][queries[0]]["batches"]
         before = _state_rows(tmp_path, "rows-before", cks, confs)
-        dry = cli_json("migrate", cks[0], "--to", "ttlstate", "--dry-run")
-        assert dry["dryRun"] and dry["source"] == source.split("-")[0] and dry["stores"][0]["keys"] > 0, dry
-        assert _offset_conf(cks[0], dry["batch"])[PROVIDER_KEY] == provider  # nothing changed
-        done = [cli_json("migrate", ck, "--to", "ttlstate", "--ttl", "1h") for ck in cks]
+        dry = None
+        if case == "hdfs-to-ttlstate":  # one case: each run of the command starts a JVM
+            dry = cli_json("migrate", cks[0], "--to", to, "--dry-run")
+            assert dry["dryRun"] and dry["source"] == NAMES[source] and dry["stores"][0]["keys"] > 0, dry
+            assert _offset_conf(cks[0], dry["batch"])[PROVIDER_KEY] == source  # nothing changed
+        done = [cli_json("migrate", ck, "--to", to, *(["--ttl", "1h"] if to == "ttlstate" else [])) for ck in cks]
         for ck, r in zip(cks, done):
-            assert (r["source"], r["target"], r["dryRun"]) == (source.split("-")[0], "ttlstate", False), r
-            assert r["ttlTimestamp"] > 0, r
-            assert _offset_conf(ck, r["batch"])[PROVIDER_KEY] == TTLSTATE
-        assert done[0]["stores"] == dry["stores"]
-        # every entry carries batch L's timestamp: untouched, it expires one TTL after it
-        stamp = json.loads(open(os.path.join(cks[0], "offsets", str(done[0]["batch"]))).read().split("\n")[1])
-        entries = [e for p in (0, 1) for e in cli_json("dump", cks[0], "--operator", 0, "--partition", p)["entries"]]
-        assert entries and {e["ttlTimestampMs"] for e in entries} == {stamp["batchTimestampMs"]}, entries[:3]
+            assert (r["source"], r["target"], r["dryRun"]) == (NAMES[source], to, False), r
+            assert (r["ttlTimestamp"] is not None) == (to == "ttlstate"), r
+            assert _offset_conf(ck, r["batch"])[PROVIDER_KEY] == target
+        if dry:
+            assert [s["keysPerPartition"] for s in done[0]["stores"]] == [s["keysPerPartition"] for s in dry["stores"]]
+        if to == "ttlstate":
+            # every entry carries batch L's timestamp: untouched, it expires one TTL after it
+            stamp = json.loads(open(os.path.join(cks[0], "offsets", str(done[0]["batch"]))).read().split("\n")[1])
+            entries = [e for p in (0, 1) for e in cli_json("dump", cks[0], "--operator", 0, "--partition", p)["entries"]]
+            assert entries and {e["ttlTimestampMs"] for e in entries} == {stamp["batchTimestampMs"]}, entries[:3]
         after = _state_rows(tmp_path, "rows-after", cks, confs)
         for ck in cks:
             assert after[ck] == before[ck] and len(before[ck]) > 5, (ck, len(before[ck]), len(after[ck]))
         # the second part's session still says the source provider: the offset log decides
-        runs[part] = pipeline.run(tmp_path, "migrated-2", provider, str(tmp_path / "ck"),
-                                  {**confs, pipeline.PREFIX + "ttl": "1h"}, queries=queries)
+        runs[part] = pipeline.run(tmp_path, "migrated-2", source, str(tmp_path / "ck"), {**confs, **TTL},
+                                  queries=queries)
     for q in queries:
-        assert not runs[1][q]["ttlstate_metrics"] and runs[2][q]["ttlstate_metrics"], q
-        for part in (1, 2):
-            assert len(reference[part][q]["batches"]) >= N_FILES // 2, (q, part)
-            assert runs[part][q]["batches"] == reference[part][q]["batches"], (q, part)
+        assert runs[1][q]["ttlstate_metrics"] == reference[2][q]["ttlstate_metrics"] == (source == TTLSTATE), q
+        assert runs[2][q]["ttlstate_metrics"] == (target == TTLSTATE), q
+        assert len(reference[1][q]["batches"]) >= N_FILES // 2 and len(reference[2][q]["batches"]) >= N_FILES // 2, q
+        assert runs[2][q]["batches"] == reference[2][q]["batches"], q
         assert any(reference[2][q]["batches"].values()), q
 
 

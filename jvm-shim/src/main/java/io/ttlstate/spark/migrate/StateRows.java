@@ -39,12 +39,7 @@ public final class StateRows {
         long n = 0;
         File[] files = new File(dir).listFiles((d, name) -> name.endsWith(".count"));
         for (File f : files == null ? new File[0] : files) {
-            try {
-                n += Long.parseLong(new String(java.nio.file.Files.readAllBytes(f.toPath()),
-                        java.nio.charset.StandardCharsets.US_ASCII).trim());
-            } catch (IOException e) {
-                throw new java.io.UncheckedIOException(e);
-            }
+            n += CountFile.read(f);
         }
         return n;
     }
@@ -89,8 +84,7 @@ public final class StateRows {
                     n++;
                 }
             }
-            java.nio.file.Files.write(new File(dir, "task-" + task + ".count").toPath(),
-                    Long.toString(n).getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+            CountFile.write(new File(dir, "task-" + task + ".count"), n);
         }
     }
 }
