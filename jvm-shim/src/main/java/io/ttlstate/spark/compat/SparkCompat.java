@@ -12,6 +12,7 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreErrors;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
 
 /**
  * The version adapters: one static method per Spark API that changed between 4.0 and 4.3, each
@@ -42,6 +43,11 @@ public final class SparkCompat {
             long.class, long.class, scala.collection.immutable.Map.class);
     /** {@code Utils.getLocalDir(ReadOnlySparkConf)} (4.1+) or {@code (SparkConf)} (4.0). */
     private static final MethodHandle LOCAL_DIR = localDirHandle();
+    /** {@code provider.getStore(version, uniqueId, forceSnapshotOnCommit, loadEmpty)} (4.2+) or {@code (version, uniqueId)} (4.0-4.1). */
+    private static final MethodHandle GET_STORE_4 = virtual(StateStoreProvider.class, "getStore", StateStore.class,
+            long.class, scala.Option.class, boolean.class, boolean.class);
+    private static final MethodHandle GET_STORE_2 = virtual(StateStoreProvider.class, "getStore", StateStore.class,
+            long.class, scala.Option.class);
     /** The Hadoop conf key of a query run's id: {@code StreamExecution.RUN_ID_KEY} (its class moved in 4.1). */
     public static final String RUN_ID_KEY = runIdKey();
 
@@ -115,6 +121,14 @@ public final class SparkCompat {
         }
     }
 
+    private static MethodHandle virtual(Class<?> c, String name, Class<?> returns, Class<?>... args) {
+        try {
+            return LOOKUP.findVirtual(c, name, MethodType.methodType(returns, args));
+        } catch (NoSuchMethodException | IllegalAccessException e) {
+            return null;
+        }
+    }
+
     private static MethodHandle traitInit(Class<?> trait) {
         try {
             return LOOKUP.findStatic(trait, "$init$", MethodType.methodType(void.class, trait));
@@ -145,6 +159,20 @@ public final class SparkCompat {
                     ? (StateStoreMetrics) STORE_METRICS_4.invoke(numKeys, memoryBytes, custom,
                             scala.collection.immutable.Map$.MODULE$.empty())
                     : (StateStoreMetrics) STORE_METRICS_3.invoke(numKeys, memoryBytes, custom);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /**
+     * A provider's store of {@code version} to write, with no checkpoint id; a snapshot at its
+     * commit where this Spark can ask for one (4.2+: {@code forceSnapshotOnCommit}).
+     */
+    public static StateStore writableStore(StateStoreProvider provider, long version) {
+        try {
+            return GET_STORE_4 != null
+                    ? (StateStore) GET_STORE_4.invoke(provider, version, scala.Option.empty(), true, false)
+                    : (StateStore) GET_STORE_2.invoke(provider, version, scala.Option.empty());
         } catch (Throwable t) {
             throw rethrow(t);
         }

@@ -4,6 +4,7 @@ import java.io.File;
 import java.io.Serializable;
 import java.util.Iterator;
 
+import io.ttlstate.spark.compat.SparkCompat;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.VoidFunction;
@@ -27,7 +28,7 @@ import org.apache.spark.sql.types.StructType;
  * opened on a store under the checkpoint root {@code ROOT} (a scratch directory), version 0 is
  * filled with that partition's rows and committed as version 1, and maintenance runs, so the
  * provider's own code writes its files (the HDFS-backed provider's {@code 1.snapshot}, the
- * RocksDB provider's {@code 1.zip} and SSTs, with {@code forceSnapshotOnCommit}). A partition
+ * RocksDB provider's {@code 1.zip} and SSTs, its changelog checkpointing off in the session). A partition
  * without rows gets an empty version 1. Python moves the files into the query's checkpoint under
  * the migration's version (DESIGN 107).
  */
@@ -121,13 +122,13 @@ public final class ProviderStores {
                     ? new PrefixKeyScanStateEncoderSpec(keySchema, numPrefixCols)
                     : new NoPrefixKeyStateEncoderSpec(keySchema);
             Configuration conf = new Configuration(hadoopConf.value());
-            conf.set(io.ttlstate.spark.compat.SparkCompat.RUN_ID_KEY, java.util.UUID.randomUUID().toString());
+            conf.set(SparkCompat.RUN_ID_KEY, java.util.UUID.randomUUID().toString());
             // the target's class, not the session's providerClass (createAndInit would take that)
             StateStoreProvider provider = StateStoreProvider.create(providerClass);
             provider.init(id, keySchema, valueSchema, spec, false, storeConf, conf, false, scala.Option.empty());
             long n = 0;
             try {
-                StateStore store = provider.getStore(0, scala.Option.empty(), true, false);
+                StateStore store = SparkCompat.writableStore(provider, 0);
                 UnsafeProjection keyRow = UnsafeProjection.create(keySchema);
                 UnsafeProjection valueRow = UnsafeProjection.create(valueSchema);
                 while (rows.hasNext()) {
