@@ -46,6 +46,13 @@ _READ_TTL_MS = 1 << 62
 
 
 
+def store_path(state_dir: str, op: int, partition: int, store: str) -> str:
+    """The directory of a store under a `state/` directory: `<op>/<partition>[/<store>]`
+    (the default store has no directory of its own)."""
+    part = os.path.join(state_dir, str(op), str(partition))
+    return part if store == DEFAULT_STORE else os.path.join(part, store)
+
+
 def local_path(location: str) -> str:
     """The local path of `location` (a path or a `file:` URI); other schemes are refused."""
     m = _SCHEME.match(location)
@@ -242,9 +249,8 @@ class CheckpointLocation:
         """Every store directory of the operator, by partition, then store name."""
         out = []
         for p in op.partitions:
-            part_dir = os.path.join(self.state_dir, str(op.id), str(p))
             for s in op.stores:
-                path = part_dir if s.name == DEFAULT_STORE else os.path.join(part_dir, s.name)
+                path = store_path(self.state_dir, op.id, p, s.name)
                 if os.path.isdir(path):
                     out.append(StoreDir(op.id, p, s.name, path, self._committed_id(op, p, s.name)))
         return out
@@ -263,11 +269,10 @@ class CheckpointLocation:
             name = names[0]
         if name not in names:
             raise UnknownStateError("store", name, f"operator {op.id}", names)
-        part_dir = os.path.join(self.state_dir, str(op.id), str(partition))
-        path = part_dir if name == DEFAULT_STORE else os.path.join(part_dir, name)
+        path = store_path(self.state_dir, op.id, partition, name)
         if not os.path.isdir(path):
             raise UnknownStateError("store", name, f"operator {op.id}, partition {partition}",
-                                    sorted(_store_names(part_dir)))
+                                    sorted(_store_names(os.path.join(self.state_dir, str(op.id), str(partition)))))
         return StoreDir(op.id, partition, name, path, self._committed_id(op, partition, name))
 
     def schema(self, op: int, store: str) -> tuple[dict, dict] | None:

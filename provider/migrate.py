@@ -30,7 +30,6 @@ import dataclasses
 import glob
 import json
 import os
-import shutil
 import struct
 import tempfile
 from typing import Callable, Iterator
@@ -42,7 +41,7 @@ from . import checkpoint_reader as cr
 from .checkpoint_logs import CheckpointLogs
 from .errors import (MigrateNotStoppedError, MigrateNotWritableError, MigrateRunningError,
                      MigrateSameProviderError, MigrateUnknownProviderError, MigrateUnsupportedError)
-from .repartition import SHUFFLE_PARTITIONS, install_snapshot
+from .repartition import SHUFFLE_PARTITIONS, copy_atomically, install_snapshot
 from .store import Store
 from .ttl import codec
 from .ttl import config as ttl_config
@@ -129,8 +128,8 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
                                    "keys": sum(counts), "keysPerPartition": counts, "bytes": size})
                     continue
                 ttl = ttl_config.resolve(confs, op.id, info.name)
-                ts = (event_time_ts if ttl.enabled and to == "ttlstate" and ttl.event_time
-                      else batch_ts if ttl.enabled and to == "ttlstate" else None)
+                stamp = ttl.enabled and to == "ttlstate"  # a dry run to another provider comes here too
+                ts = (event_time_ts if ttl.event_time else batch_ts) if stamp else None
                 if ts is not None:
                     stamped.add(ts)
                 rows_dir = os.path.join(tmp, f"rows-{i}")
@@ -144,8 +143,8 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
                         t.num_keys, t.version, t.cursor = counts[p], version, b""
                         t.batch_ts = ts if ts is not None else batch_ts
                         _, _, manifest_path, ssts = t.snapshot(os.path.join(tmp, f"snapshot-{i}-{p}"))
-                        install_snapshot(_store_path(loc, op.id, p, info.name), version, manifest_path, ssts,
-                                         written, "migrate", ids.get((op.id, p, info.name)))
+                        install_snapshot(cr.store_path(loc.state_dir, op.id, p, info.name), version, manifest_path,
+                                         ssts, written, "migrate", ids.get((op.id, p, info.name)))
                 finally:
                     for t in targets:
                         t.close(delete_files=True)
@@ -253,11 +252,6 @@ def _log_state(logs: CheckpointLogs) -> tuple:
     return tuple(out)
 
 
-def _store_path(loc: cr.CheckpointLocation, op: int, partition: int, store: str) -> str:
-    part = os.path.join(loc.state_dir, str(op), str(partition))
-    return part if store == cr.DEFAULT_STORE else os.path.join(part, store)
-
-
 # -- reading through Spark ---------------------------------------------------------------------
 
 @contextlib.contextmanager
@@ -288,18 +282,10 @@ def _session(provider_cls: str, v2: bool, to: str):
 def _read_store(spark, loc: cr.CheckpointLocation, op: cr.OperatorInfo, info: cr.StoreInfo, batch: int,
                 out_dir: str):
     """Writes the store's entries at batch `batch`'s state to `out_dir` (`StateRows`)."""
-    from py4j.protocol import Py4JJavaError
-    key_schema, value_schema = loc.schema(op.id, info.name)
-    jvm = spark.sparkContext._jvm
-    struct = jvm.org.apache.spark.sql.types.DataType.fromJson
-    try:
-        jvm.io.ttlstate.spark.migrate.StateRows.write(
-            _reader(spark, loc, op, info, batch)._jdf, out_dir, struct(_json(key_schema)), struct(_json(value_schema)),
+    with _jvm_errors(op, info, "Spark's state data source could not read it"):
+        spark.sparkContext._jvm.io.ttlstate.spark.migrate.StateRows.write(
+            _reader(spark, loc, op, info, batch)._jdf, out_dir, *_struct_types(spark, loc, op, info),
             info.num_prefix_cols)
-    except Py4JJavaError as e:
-        raise MigrateUnsupportedError(
-            f"operator {op.id} ({op.name}), store {info.name}: Spark's state data source could not read it: "
-            f"{str(e.java_exception)[:1500]}") from None
 
 
 def _write_through_provider(spark, loc: cr.CheckpointLocation, op: cr.OperatorInfo, info: cr.StoreInfo,
@@ -308,24 +294,16 @@ def _write_through_provider(spark, loc: cr.CheckpointLocation, op: cr.OperatorIn
     of a scratch checkpoint (`ProviderStores`), then moved into the query's store directories as
     version `batch` + 1: the RocksDB provider's SSTs, then its `<v>.zip`; the HDFS-backed
     provider's `<v>.snapshot`. Returns (rows per partition, bytes installed)."""
-    from py4j.protocol import Py4JJavaError
-    key_schema, value_schema = loc.schema(op.id, info.name)
-    jvm = spark.sparkContext._jvm
-    struct = jvm.org.apache.spark.sql.types.DataType.fromJson
-    try:
-        jvm.io.ttlstate.spark.migrate.ProviderStores.write(
+    with _jvm_errors(op, info, f"could not be read or written as {to}'s state"):
+        spark.sparkContext._jvm.io.ttlstate.spark.migrate.ProviderStores.write(
             _reader(spark, loc, op, info, batch)._jdf, scratch, op.id, info.name, PROVIDERS[to],
-            struct(_json(key_schema)), struct(_json(value_schema)), info.num_prefix_cols, n)
-    except Py4JJavaError as e:
-        raise MigrateUnsupportedError(
-            f"operator {op.id} ({op.name}), store {info.name}: could not be read or written as {to}'s state: "
-            f"{str(e.java_exception)[:1500]}") from None
+            *_struct_types(spark, loc, op, info), info.num_prefix_cols, n)
     counts, size, version = [], 0, batch + 1
     for p in range(n):
         with open(os.path.join(scratch, f"count-{op.id}-{info.name}-{p}")) as f:
             counts.append(int(f.read()))
-        made = _store_path_in(scratch, op.id, p, info.name)
-        dest = _store_path(loc, op.id, p, info.name)
+        made = cr.store_path(scratch, op.id, p, info.name)
+        dest = cr.store_path(loc.state_dir, op.id, p, info.name)
         os.makedirs(dest, exist_ok=True)
         moves = []  # (from, to), data first, the file that makes the version visible last
         if to == "rocksdb":
@@ -338,25 +316,29 @@ def _write_through_provider(spark, loc: cr.CheckpointLocation, op: cr.OperatorIn
             moves.append((os.path.join(made, "1.snapshot"), os.path.join(dest, f"{version}.snapshot")))
         for src, dst in moves:
             if not os.path.isfile(src):
-                raise MigrateUnsupportedError(f"{op.id}/{p}/{info.name}: {to}'s provider wrote no {os.path.basename(src)} "
-                                              f"(files: {sorted(os.listdir(made))})")
+                raise MigrateUnsupportedError(f"{op.id}/{p}/{info.name}: {to}'s provider wrote no "
+                                              f"{os.path.basename(src)} (files: {sorted(os.listdir(made))})")
             os.makedirs(os.path.dirname(dst), exist_ok=True)
-            tmp = dst + ".ttlstate-migrate.tmp"
-            shutil.copyfile(src, tmp)
-            written.append(tmp)
-            os.replace(tmp, dst)
-            written.append(dst)
+            copy_atomically(src, dst, written, "migrate")
             size += os.path.getsize(dst)
     return counts, size
 
 
-def _store_path_in(root: str, op: int, partition: int, store: str) -> str:
-    part = os.path.join(root, str(op), str(partition))
-    return part if store == cr.DEFAULT_STORE else os.path.join(part, store)
+def _struct_types(spark, loc: cr.CheckpointLocation, op: cr.OperatorInfo, info: cr.StoreInfo) -> tuple:
+    """The store's key and value schemas as Spark's StructTypes (JVM objects)."""
+    from_json = spark.sparkContext._jvm.org.apache.spark.sql.types.DataType.fromJson
+    return tuple(from_json(json.dumps(schema)) for schema in loc.schema(op.id, info.name))
 
 
-def _json(schema: dict) -> str:
-    return json.dumps(schema)
+@contextlib.contextmanager
+def _jvm_errors(op: cr.OperatorInfo, info: cr.StoreInfo, what: str):
+    """A JVM failure while moving a store becomes a MigrateUnsupportedError naming the store."""
+    from py4j.protocol import Py4JJavaError
+    try:
+        yield
+    except Py4JJavaError as e:
+        raise MigrateUnsupportedError(
+            f"operator {op.id} ({op.name}), store {info.name}: {what}: {str(e.java_exception)[:1500]}") from None
 
 
 def _reader(spark, loc: cr.CheckpointLocation, op: cr.OperatorInfo, info: cr.StoreInfo, batch: int):

@@ -267,11 +267,9 @@ def _plan(loc: cr.CheckpointLocation, old_n: int, read_version: int) -> list[_St
                     f"type {bad[1]}: Spark's hash partitioning of it is not reproduced, so its "
                     "keys cannot be placed; nothing was changed")
             sources = []
-            op_dir = os.path.join(loc.state_dir, str(op.id))
 
-            def store_path(p: int, op_dir=op_dir, name=info.name) -> str:
-                part = os.path.join(op_dir, str(p))
-                return part if name == cr.DEFAULT_STORE else os.path.join(part, name)
+            def store_path(p: int, op_id=op.id, name=info.name) -> str:
+                return cr.store_path(loc.state_dir, op_id, p, name)
 
             for p in range(old_n):
                 path = store_path(p)
@@ -412,9 +410,14 @@ def install_snapshot(path: str, version: int, manifest_path: str, ssts: list, wr
         dest = os.path.join(path, layout.SST_DIR, name)
         shutil.copyfile(local, dest)
         written.append(dest)
-    dest = os.path.join(path, layout.name(version, layout.MANIFEST, id))
+    copy_atomically(manifest_path, os.path.join(path, layout.name(version, layout.MANIFEST, id)), written, tag)
+
+
+def copy_atomically(src: str, dest: str, written: list[str], tag: str):
+    """Copy `src` to `dest` through a temp file renamed over it (a reader sees the old file or
+    the whole new one); appends both names to `written`."""
     tmp = dest + f".ttlstate-{tag}.tmp"
-    shutil.copyfile(manifest_path, tmp)
+    shutil.copyfile(src, tmp)
     written.append(tmp)
     os.replace(tmp, dest)
     written.append(dest)
