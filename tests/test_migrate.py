@@ -134,6 +134,7 @@ def _migrate_killed_midway(ck: str):
     while not (os.path.isdir(sst_dir) and any(n.endswith(".sst") for n in os.listdir(sst_dir))):
         assert proc.poll() is None and time.monotonic() < deadline, f"migrate ended first ({proc.returncode})"
         time.sleep(0.002)
+    proc.send_signal(signal.SIGSTOP)  # at once: reading /proc for its children takes a while
     children = [pid for pid, ppid, _ in cluster._processes() if ppid == proc.pid]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
