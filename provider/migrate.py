@@ -95,7 +95,7 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
     if source is None:
         raise MigrateUnknownProviderError(
             f"{logs.path(logs.offsets, batch)}: the query runs on state store provider {source_cls}; "
-            f"the migration reads {', '.join(PROVIDERS[p] for p in ('hdfs', 'rocksdb'))}")
+            f"the migration reads {', '.join(PROVIDERS.values())}")
     if source == to:
         raise MigrateSameProviderError(
             f"{loc.path}: the query already runs on {to} ({source_cls}, offsets/{batch}): nothing to migrate")
