@@ -22,7 +22,7 @@ import time
 from . import checkpoint_reader as cr
 from . import migrate, remote_checkpoint, repartition, statefile, unsaferow
 from .conf import PREFIX
-from .errors import TtlstateError
+from .errors import MigrateRunningError, RepartitionNotStoppedError, TtlstateError
 from .ttl import event_time, expiration_ts
 from .ttl import config as ttl_config
 from .ttl.config import TimeCharacteristic
@@ -521,7 +521,7 @@ def _repartition(args) -> int:
         n = int(args.partitions)
     except ValueError:
         n = args.partitions
-    with _opened(args) as copy, remote_checkpoint.written_back(copy):
+    with _opened(args) as copy, remote_checkpoint.written_back(copy, RepartitionNotStoppedError):
         r = repartition.repartition(copy.path, n, _Progress("rescaling stores"))
     r.checkpoint = copy.shown(r.checkpoint)
     if args.json:
@@ -545,7 +545,7 @@ def _repartition(args) -> int:
 
 def _migrate(args) -> int:
     confs = _ttl_confs(args)
-    with _opened(args) as copy, remote_checkpoint.written_back(copy):
+    with _opened(args) as copy, remote_checkpoint.written_back(copy, MigrateRunningError):
         r = migrate.migrate(copy.path, args.to, confs, args.dry_run, _Progress("migrating stores"))
     r.checkpoint = copy.shown(r.checkpoint)
     if args.json:

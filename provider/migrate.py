@@ -20,7 +20,8 @@ scratch directory, moved into the checkpoint as version L + 1 (no TTL timestamps
    files written beside are not read by it), and the same command, run again, starts over.
 
 Local file systems only, as `checkpoint_reader`; the CLI migrates a checkpoint on another
-Hadoop file system in a local copy and writes back what changed (`remote_checkpoint`).
+Hadoop file system in a local copy and writes back what changed (`remote_checkpoint`), once
+it has seen that the checkpoint's logs are still those copied.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from typing import Callable
 
 from .errors import NotACheckpointError, TtlstateError
 
@@ -22,6 +23,7 @@ _MIRROR_CLASS = "io.ttlstate.spark.checkpoint.CheckpointMirror"
 # written back in this order, so that a query (or a rerun of the tool) never sees a commit
 # whose state is not there yet: state files, then the offset log, then the commit log
 _WRITE_ORDER = ("state/", "metadata", "offsets/", "commits/")
+_LOGS = ("offsets/", "commits/")
 
 
 class RemoteCheckpointError(TtlstateError):
@@ -82,15 +84,19 @@ def opened(location: str, confs: dict[str, str], parts: list[str] | None = None)
 
 
 @contextlib.contextmanager
-def written_back(copy: CheckpointCopy):
+def written_back(copy: CheckpointCopy, query_wrote: Callable[[str], Exception] | None = None):
     """Writes what the block changed in a remote copy back to the checkpoint: new and changed
-    files, then deletions, in `_WRITE_ORDER`."""
+    files, then deletions, in `_WRITE_ORDER`. With `query_wrote`, the checkpoint's offset and
+    commit logs are listed again first, and if they are no longer those copied (the query ran
+    meanwhile) nothing is written and `query_wrote(what changed)` is raised."""
     if copy.path == copy.location:
         yield
         return
     before = copy._files()
     yield
     after = copy._files()
+    if query_wrote is not None:
+        _check_logs_unchanged(copy, before, query_wrote)
     changed = [f for f, st in after.items() if before.get(f) != st and not f.endswith(".crc")]
     removed = [f for f in before if f not in after and not f.endswith(".crc")]
 
@@ -100,6 +106,22 @@ def written_back(copy: CheckpointCopy):
     ops = sorted(changed, key=order) + ["-" + f for f in removed]
     if ops:
         _mirror(copy.confs, ["upload", copy.path, copy.location, *ops])
+
+
+def _check_logs_unchanged(copy: CheckpointCopy, copied: dict[str, tuple[int, int]],
+                          query_wrote: Callable[[str], Exception]):
+    def logs(files) -> set[str]:
+        return {f for f in files if f.startswith(_LOGS) and not f.endswith(".crc") and "/." not in f}
+
+    with tempfile.TemporaryDirectory(prefix="ttlstate-checkpoint-logs-") as tmp:
+        _mirror(copy.confs, ["download", copy.location, tmp, *(d.rstrip("/") for d in _LOGS)])
+        now = logs(CheckpointCopy(copy.location, tmp, copy.confs)._files())
+    was = logs(copied)
+    if now != was:
+        new, gone = sorted(now - was), sorted(was - now)
+        raise query_wrote(f"{copy.location.rstrip('/')}: its logs changed while the tool worked on a copy ("
+                          + ", ".join([*(f"{f} written" for f in new), *(f"{f} removed" for f in gone)][:6])
+                          + "): is the query running? Stop it, then run the tool again")
 
 
 def _mirror(confs: dict[str, str], args: list[str]) -> str:

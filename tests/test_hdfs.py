@@ -104,3 +104,28 @@ def test_the_offline_tools_on_hdfs(hdfs, on_hdfs):
     doc = cli_json("inspect", agg)
     assert doc["operators"][0]["partitions"] == [0, 1, 2] and doc["keys"] == len(keys), doc
     assert cli_json("verify", agg)["ok"]
+
+
+def test_migrate_on_hdfs(hdfs, on_hdfs, tmp_path):
+    """`migrate` on a checkpoint in HDFS (issue 45 through issue 44's copy): the dedup run on
+    ttlstate for the first part, migrated to Spark's RocksDB provider, runs the second part on it
+    (the driver still sets ttlstate's provider class; the offset log overrides it) with the HDFS
+    provider's output batch for batch."""
+    expected, _, _ = on_hdfs
+    files = st.generate_events(N_FILES, 200, n_keys=50, n_values=10, seed=83)
+    ck, runs = hdfs.uri + "/checkpoints/migrate", {}
+    (start, stop), second = PARTS
+    st.write_files(tmp_path / "events", files, start, stop)
+    runs[1] = pipeline.run(tmp_path, "ttlstate-1", TTLSTATE, ck, pipeline.TTLSTATE_CONFS, queries=["dedup"])
+    pipeline.assert_same_batches({1: expected[1]}, runs, queries=["dedup"], min_batches=N_FILES // 2)
+
+    r = cli_json("migrate", ck + "/dedup", "--to", "rocksdb")
+    assert (r["checkpoint"], r["source"], r["target"]) == (ck + "/dedup", "ttlstate", "rocksdb"), r
+    assert r["stores"][0]["keys"] > 0 and r["stores"][0]["keys"] == sum(r["stores"][0]["keysPerPartition"]), r
+
+    st.write_files(tmp_path / "events", files, *second)
+    runs[2] = pipeline.run(tmp_path, "migrated-2", TTLSTATE, ck, pipeline.TTLSTATE_CONFS, queries=["dedup"])
+    assert not runs[2]["dedup"]["ttlstate_metrics"], "the migrated query ran on ttlstate"
+    assert runs[2]["dedup"]["batches"] == expected[2]["dedup"]["batches"]
+    state = hdfs.list("/checkpoints/migrate/dedup/state/0/0")
+    assert any(p.endswith(f"/{r['stateVersion']}.zip") for p in state), state  # the RocksDB provider's snapshot

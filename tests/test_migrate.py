@@ -3,8 +3,8 @@ provider, stopped, migrated to ttlstate and restarted (or the other way) goes on
 as the same stop and restart on its source provider does; Spark's state data source reads the same rows right
 before and right after the migration; moved to ttlstate every entry carries the last batch's
 timestamp; a
-migration SIGKILLed midway leaves a checkpoint that runs on its source, and runs again; the
-refusals change nothing."""
+migration SIGKILLed midway leaves a checkpoint that runs on its source, and runs again; one
+during which the query writes is refused; the refusals change nothing."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import pytest
 import checkpoint_pipeline as pipeline
 import cluster
 import streaming as st
-from offline_tools import cli, cli_json
+from offline_tools import cli, cli_json, cli_meanwhile
 from streaming import HDFS, TTLSTATE
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -89,6 +89,7 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
                                   queries=queries[:1])
             assert not killed[queries[0]]["ttlstate_metrics"]
             assert killed[queries[0]]["batches"] == reference[2][queries[0]]["batches"]
+            _refused_while_the_query_writes(tmp_path / "tmp-running", cks[0])
         before = _state_rows(tmp_path, "rows-before", cks, confs)
         dry = None
         if case == "hdfs-to-ttlstate":  # one case: each run of the command starts a JVM
@@ -143,6 +144,21 @@ def _migrate_killed_midway(ck: str):
     while any(cluster.alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert children and not any(cluster.alive(pid) for pid in children), children
+
+
+def _refused_while_the_query_writes(tmp_dir, ck: str):
+    """A migration during which offsets/L+1 appears (a restarted query's first write) is refused
+    with TTLSTATE_MIGRATE_RUNNING and exit code 2, switches nothing and leaves no temporary
+    files; the entry is then removed (the query stopped again)."""
+    last = max(int(n) for n in os.listdir(os.path.join(ck, "offsets")) if n.isdigit())
+    provider = _offset_conf(ck, last)[PROVIDER_KEY]
+    entry = os.path.join(ck, "offsets", str(last + 1))
+    proc = cli_meanwhile("migrate", ck, "--to", "ttlstate", tmp_dir=tmp_dir, step="ttlstate-migrate-*",
+                         action=lambda: shutil.copyfile(os.path.join(ck, "offsets", str(last)), entry))
+    assert proc.returncode == 2 and "TTLSTATE_MIGRATE_RUNNING" in proc.stderr, proc.stderr[-3000:]
+    assert _offset_conf(ck, last)[PROVIDER_KEY] == provider
+    assert not list(tmp_dir.glob("ttlstate-*")), list(tmp_dir.iterdir())
+    os.remove(entry)
 
 
 # -- refusals: a checkpoint made by hand, as far as each check reads it -------------------------

@@ -17,7 +17,7 @@ import pytest
 
 import checkpoint_pipeline as pipeline
 import streaming as st
-from offline_tools import cli, cli_json, conf_args
+from offline_tools import cli, cli_json, cli_meanwhile, conf_args
 from s3_server import running_s3, s3a_jars
 from streaming import HDFS, TTLSTATE
 
@@ -213,6 +213,51 @@ def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
                                 PREFIX + "checkpoint.localCacheDir": str(work / "another-hosts-cache")},
                                queries=["agg"], driver_classpath=s3a_jars())
     assert any(f"s3a://{BUCKET}/{k}" in log for k in [*damaged, *missing]), log[-4000:]
+
+
+def test_migrate_on_s3(s3, reference, tmp_path):
+    """`migrate` on a checkpoint in the bucket (issue 45 through issue 44's copy): the aggregation
+    run on the HDFS-backed provider for the first part (a migration while it writes refused),
+    migrated to ttlstate with TTL on, runs the
+    second part on ttlstate with the HDFS provider's output batch for batch; each migrated entry
+    carries the TTL timestamp of the last batch before the migration."""
+    server, proxy = s3
+    files, expected = reference
+    ck = f"s3a://{BUCKET}/migrate"
+    s3a = {**server.spark_confs(proxy.endpoint), "spark.driver.extraClassPath": ":".join(s3a_jars())}
+    (start, stop), second = PARTS
+    st.write_files(tmp_path / "events", files, start, stop)
+    first = _run(tmp_path, "hdfs-1", HDFS, ck, {}, s3, queries=["agg"])
+    assert first["agg"]["batches"] == expected[1]["agg"]["batches"]
+
+    # a migration during which the query writes its next offset entry (it runs again) is
+    # refused, and writes nothing back to the bucket
+    client = server.client()
+    last = max(int(k.rsplit("/", 1)[1]) for k in _keys(server, "migrate/agg/offsets/") if k.rsplit("/", 1)[1].isdigit())
+    entry = f"migrate/agg/offsets/{last + 1}"
+    proc = cli_meanwhile("migrate", ck + "/agg", "--to", "ttlstate", *conf_args(s3a), tmp_dir=tmp_path / "tmp",
+                         step="ttlstate-migrate-*", action=lambda: client.put_object(
+                             Bucket=BUCKET, Key=entry, Body=_body(client, f"migrate/agg/offsets/{last}")))
+    assert proc.returncode == 2 and "TTLSTATE_MIGRATE_RUNNING" in proc.stderr, proc.stderr[-3000:]
+    assert f"offsets/{last + 1} written" in proc.stderr, proc.stderr[-3000:]
+    assert HDFS in _body(client, f"migrate/agg/offsets/{last}").decode()
+    assert not [k for k in _keys(server, "migrate/agg/state/") if k.endswith((".manifest", ".sst"))]
+    client.delete_object(Bucket=BUCKET, Key=entry)
+
+    r = cli_json("migrate", ck + "/agg", "--to", "ttlstate", "--ttl", "1h", *conf_args(s3a))
+    assert (r["checkpoint"], r["source"], r["target"]) == (ck + "/agg", "hdfs", "ttlstate"), r
+    keys = {json.loads(row)[0] for rows in expected[1]["agg"]["batches"].values() for row in rows}
+    assert r["stores"][0]["keys"] == len(keys) > 0, r
+    offsets = _body(server.client(), f"migrate/agg/offsets/{r['batch']}").decode()
+    assert TTLSTATE in offsets and r["ttlTimestamp"] == json.loads(
+        offsets.splitlines()[1])["batchTimestampMs"], offsets
+    dumped = [cli_json("dump", ck + "/agg", "--operator", 0, "--partition", p, *conf_args(s3a)) for p in (0, 1)]
+    assert {e["key"]["key"] for d in dumped for e in d["entries"]} == keys
+    assert {e["ttlTimestampMs"] for d in dumped for e in d["entries"]} == {r["ttlTimestamp"]}, dumped[0]["entries"][:2]
+
+    st.write_files(tmp_path / "events", files, *second)
+    runs = {2: _run(tmp_path, "migrated-2", HDFS, ck, pipeline.TTLSTATE_CONFS, s3, queries=["agg"])}
+    pipeline.assert_same_batches({2: expected[2]}, runs, queries=["agg"], min_batches=N_FILES // 2)
 
 
 def _body(client, key: str) -> bytes:
