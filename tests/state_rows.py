@@ -1,7 +1,8 @@
 """A PySpark driver of its own (`python state_rows.py SPEC`): the rows Spark's state data source
 reads from each checkpoint of the spec's `checkpoints` (operator 0, its default store or, for a
-join, `joinSide` left; the last committed batch; the session with the spec's `confs`), sorted, written to `out_file` as JSON
-{checkpoint: [row, ...]}. The provider that reads is the one the checkpoint's offset log names."""
+join, `joinSide` left; the last committed batch, or [path, batch id] for that batch's state; the
+session with the spec's `confs`), sorted, written to `out_file` as JSON {checkpoint path:
+[row, ...]}. The provider that reads is the one the checkpoint's offset log names."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ def main(spec: dict):
     spark.sparkContext.setLogLevel("ERROR")
     out = {}
     for ck in spec["checkpoints"]:
+        ck, batch = (ck, None) if isinstance(ck, str) else ck
         reader = spark.read.format("statestore").option("path", ck).option("operatorId", 0)
+        if batch is not None:
+            reader = reader.option("batchId", batch)
         if ck.rstrip("/").endswith("join"):
             reader = reader.option("joinSide", "left")
         out[ck] = sorted(json.dumps(st.to_plain(r), default=str, sort_keys=True) for r in reader.load().collect())

@@ -90,7 +90,6 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
             assert not killed[queries[0]]["ttlstate_metrics"]
             assert killed[queries[0]]["batches"] == reference[2][queries[0]]["batches"]
             _refused_while_the_query_writes(tmp_path / "tmp-running", cks[0])
-        before = _state_rows(tmp_path, "rows-before", cks, confs)
         dry = None
         if case == "hdfs-to-ttlstate":  # one case: each run of the command starts a JVM
             dry = cli_json("migrate", cks[0], "--to", to, "--dry-run")
@@ -108,9 +107,13 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
             stamp = json.loads(open(os.path.join(cks[0], "offsets", str(done[0]["batch"]))).read().split("\n")[1])
             entries = [e for p in (0, 1) for e in cli_json("dump", cks[0], "--operator", 0, "--partition", p)["entries"]]
             assert entries and {e["ttlTimestampMs"] for e in entries} == {stamp["batchTimestampMs"]}, entries[:3]
-        after = _state_rows(tmp_path, "rows-after", cks, confs)
-        for ck in cks:
-            assert after[ck] == before[ck] and len(before[ck]) > 5, (ck, len(before[ck]), len(after[ck]))
+        # the state right before the migration: batch L's, read from the copy of the
+        # checkpoint taken before it (its provider keeps the versions the second part passed)
+        sources = [str(tmp_path / "ck-source" / q) for q in queries]
+        rows = _state_rows(tmp_path, "rows", [[c, r["batch"]] for c, r in zip(sources, done)] + cks, confs)
+        for ck, source_ck in zip(cks, sources):
+            before, after = rows[source_ck], rows[ck]
+            assert after == before and len(before) > 5, (ck, len(before), len(after))
         # the second part's session still says the source provider: the offset log decides
         runs[part] = pipeline.run(tmp_path, "migrated-2", source, str(tmp_path / "ck"), {**confs, **TTL},
                                   queries=queries)
