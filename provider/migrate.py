@@ -100,6 +100,7 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
     if source == to:
         raise MigrateSameProviderError(
             f"{loc.path}: the query already runs on {to} ({source_cls}, offsets/{batch}): nothing to migrate")
+    _check_writable(loc.path, logs)
     ops = _operators(loc, meta)
     ids = _checkpoint_ids(loc, logs, batch, ops)
     if ids and to != "ttlstate":
@@ -107,7 +108,6 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
             f"{logs.path(logs.commits, batch)} records state checkpoint ids (checkpointFormatVersion=2): "
             f"the migration writes {to}'s state in checkpoint format version 1 only")
     n = _partitions(meta, logs.path(logs.offsets, batch))
-    _check_writable(loc.path, logs)
     event_time_ts = int(meta.get("batchWatermarkMs", 0))
     batch_ts = int(meta.get("batchTimestampMs", 0))
     before = _log_state(logs)

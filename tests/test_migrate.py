@@ -3,8 +3,9 @@ provider, stopped, migrated to ttlstate and restarted (or the other way) goes on
 as the same stop and restart on its source provider does; Spark's state data source reads the same rows right
 before and right after the migration; moved to ttlstate every entry carries the last batch's
 timestamp; a
-migration SIGKILLed midway leaves a checkpoint that runs on its source, and runs again; one
-during which the query writes is refused; the refusals change nothing."""
+migration SIGKILLed while the target's files are written (in a temporary directory, or beside
+the source's) leaves a checkpoint that runs on its source, and runs again; one during which the
+query writes is refused; the refusals change nothing."""
 
 from __future__ import annotations
 
@@ -20,8 +21,11 @@ import pytest
 
 import checkpoint_pipeline as pipeline
 import cluster
+import provider_fixtures as fixtures
+import state_rows
 import streaming as st
-from offline_tools import cli, cli_json, cli_meanwhile
+import ttl_queries as tq
+from offline_tools import cli, cli_json, cli_meanwhile, conf_args
 from streaming import HDFS, TTLSTATE
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -44,15 +48,6 @@ CASES = {
 N_FILES = 6
 PARTS = ((0, N_FILES // 2), (N_FILES // 2, N_FILES))
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
-
-
-def _state_rows(work, tag: str, checkpoints: list[str], confs: dict) -> dict:
-    spec = dict(checkpoints=checkpoints, out_file=str(work / f"{tag}.json"), confs=confs)
-    proc, log, log_path = st.spawn_spec_process(str(pipeline.HERE / "state_rows.py"), spec, work, tag)
-    code = st.wait_or_kill(proc, 600)
-    log.close()
-    assert code == 0, log_path.read_text(errors="replace")[-4000:]
-    return json.loads((work / f"{tag}.json").read_text())
 
 
 def _offset_conf(ck: str, batch: int) -> dict:
@@ -83,13 +78,22 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
         if case == "rocksdb-to-ttlstate":
             # killed once its first SST is in the checkpoint: the query still runs on its source
             # (a copy of it, run on to the end, gives the source's output), then it is run again
-            _migrate_killed_midway(cks[0])
+            sst_dir = os.path.join(cks[0], "state", "0", "0", "sst")
+            _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
+                n.endswith(".sst") for n in os.listdir(sst_dir)))
             shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
             killed = pipeline.run(tmp_path, "killed-2", source, str(tmp_path / "ck-killed"), confs,
                                   queries=queries[:1])
             assert not killed[queries[0]]["ttlstate_metrics"]
             assert killed[queries[0]]["batches"] == reference[2][queries[0]]["batches"]
             _refused_while_the_query_writes(tmp_path / "tmp-running", cks[0])
+        if case == "ttlstate-to-hdfs":
+            # killed while the target provider writes its stores in a temporary directory: the
+            # checkpoint is as it was, byte for byte
+            tree, tmp_dir = _tree(tmp_path / "ck"), tmp_path / "tmp-killed"
+            tmp_dir.mkdir()
+            _migrate_killed(cks[0], to, lambda: any(tmp_dir.glob("ttlstate-migrate-*/provider-0")), tmp_dir)
+            assert _tree(tmp_path / "ck") == tree
         dry = None
         if case == "hdfs-to-ttlstate":  # one case: each run of the command starts a JVM
             dry = cli_json("migrate", cks[0], "--to", to, "--dry-run")
@@ -110,7 +114,7 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
         # the state right before the migration: batch L's, read from the copy of the
         # checkpoint taken before it (its provider keeps the versions the second part passed)
         sources = [str(tmp_path / "ck-source" / q) for q in queries]
-        rows = _state_rows(tmp_path, "rows", [[c, r["batch"]] for c, r in zip(sources, done)] + cks, confs)
+        rows = state_rows.read(tmp_path, "rows", [[c, r["batch"]] for c, r in zip(sources, done)] + cks, confs)
         for ck, source_ck in zip(cks, sources):
             before, after = rows[source_ck], rows[ck]
             assert after == before and len(before) > 5, (ck, len(before), len(after))
@@ -125,17 +129,17 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
         assert any(reference[2][q]["batches"].values()), q
 
 
-def _migrate_killed_midway(ck: str):
-    """Runs a migration of `ck` and SIGKILLs it as soon as an SST of partition 0 is in the
-    checkpoint (written beside the source's files, before the switch); asserts the offset log
-    still names the source and that no process it started (its Spark JVM) outlives it."""
+def _migrate_killed(ck: str, to: str, reached, tmp_dir=None):
+    """Runs a migration of `ck` to `to` (with TMPDIR=`tmp_dir`, if given) and SIGKILLs it as soon
+    as `reached()`; asserts the offset log still names the source and that no process it started
+    (its Spark JVM) outlives it."""
     last = max(int(n) for n in os.listdir(os.path.join(ck, "offsets")) if n.isdigit())
     provider = _offset_conf(ck, last)[PROVIDER_KEY]
-    sst_dir = os.path.join(ck, "state", "0", "0", "sst")
-    proc = subprocess.Popen([sys.executable, "-m", "ttlstate", "migrate", ck, "--to", "ttlstate"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "TMPDIR": str(tmp_dir)} if tmp_dir else None
+    proc = subprocess.Popen([sys.executable, "-m", "ttlstate", "migrate", ck, "--to", to],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 300
-    while not (os.path.isdir(sst_dir) and any(n.endswith(".sst") for n in os.listdir(sst_dir))):
+    while not reached():
         assert proc.poll() is None and time.monotonic() < deadline, f"migrate ended first ({proc.returncode})"
         time.sleep(0.002)
     proc.send_signal(signal.SIGSTOP)  # at once: reading /proc for its children takes a while
@@ -164,14 +168,80 @@ def _refused_while_the_query_writes(tmp_dir, ck: str):
     os.remove(entry)
 
 
+@pytest.mark.slow
+def test_checkpoints_spark_wrote_migrate_to_ttlstate(tmp_path):
+    """The checkpoints of Spark's providers kept on disk (tests/provider_fixtures.py: the
+    HDFS-backed provider, the RocksDB provider with changelogs, without, and in checkpoint
+    format v2), each migrated to ttlstate, hold the rows Spark's state data source read from
+    them when they were made."""
+    cks = {}
+    for name, (provider, _, query) in fixtures.FIXTURES.items():
+        shutil.copytree(fixtures.DATA / name / "ck", tmp_path / name)
+        cks[name] = str(tmp_path / name / query)
+        r = cli_json("migrate", cks[name], "--to", "ttlstate")
+        assert (r["source"], r["target"], r["partitions"]) == (NAMES[provider], "ttlstate", 2), r
+        assert _offset_conf(cks[name], r["batch"])[PROVIDER_KEY] == TTLSTATE
+    read = state_rows.read(tmp_path, "rows", [[ck, None, fixtures.FIXTURES[name][1]] for name, ck in cks.items()], {})
+    for name, ck in cks.items():
+        assert read[ck] == fixtures.rows(name) and len(read[ck]) > 5, (name, len(read[ck]), len(fixtures.rows(name)))
+
+
+# -- TTL on the way in: migrated entries expire one TTL after the migration's batch -------------
+
+# (key, value, event time in hours after BASE_TS) per batch of a count per key with a 1-minute
+# watermark; the first two files on the HDFS-backed provider, then migrated to ttlstate with a
+# TTL of one day on event time: every entry (a 2, b 1, c 1, d 1) gets batch L's watermark, at
+# most 10 h less a minute. The watermark of each later batch is the largest event time before it
+# less a minute.
+EVENT_COUNTS = [
+    [("a", 0, 0), ("b", 0, 0), ("c", 0, 0)],
+    [("a", 1, 10), ("d", 1, 10)],
+    [("e", 2, 20)],                               # W 10h: a migrated entry is live
+    [("a", 3, 30)],                               # W 20h: a, touched, goes on (3) and is stamped 20h
+    [("e", 4, 40)],                               # W 30h
+    [("a", 5, 41), ("b", 5, 41), ("c", 5, 41)],   # W 40h: a (stamped 20h) live; b and c, untouched
+]                                                 # since the migration, expired a day after it
+EVENT_COUNTS_AFTER = [[("e", 1)], [("a", 3)], [("e", 2)], [("a", 4), ("b", 1), ("c", 1)]]
+
+
+@pytest.mark.slow
+def test_migrated_entries_expire_one_ttl_after_the_migration_unless_touched(spark, tmp_path):
+    """Event time, so the test is a backfill (no waiting): a key touched after the migration goes
+    on with its migrated count and outlives the others; the keys not touched expire one TTL
+    (a day of event time) after the watermark of the migration's batch, and count from 1 again."""
+    ck, inputs = str(tmp_path / "ck"), str(tmp_path / "in")
+
+    def run(provider: str, confs: dict) -> tq.Outcome:
+        spec = tq.QuerySpec(name=f"migrate_ttl_{NAMES[provider]}", query="count_by_key_wm", inputs=[inputs],
+                            checkpoint=ck, confs=confs, provider=provider)
+        [outcome] = tq.run_side_by_side(spark, [spec])
+        return outcome.check()
+
+    tq.write_event_batches(inputs, EVENT_COUNTS, 0, 2)
+    first = run(HDFS, {})
+    assert [sorted(map(tuple, rows)) for _, rows in sorted(first.batches.items()) if rows] == [
+        [("a", 1), ("b", 1), ("c", 1)], [("a", 2), ("d", 1)]]
+    event_time = {tq.key("timeCharacteristic"): "EventTime"}
+    r = cli_json("migrate", ck, "--to", "ttlstate", "--ttl", "1d", *conf_args(event_time))
+    watermark = tq.batch_watermarks(ck)[r["batch"]]
+    assert r["ttlTimestamp"] == watermark and 0 < watermark <= tq.event_ms(10) - 60_000, (r, watermark)
+
+    tq.write_event_batches(inputs, EVENT_COUNTS, 2)
+    second = run(TTLSTATE, {tq.key("ttl"): "1d", **event_time})
+    assert min(second.batches) == r["batch"] + 1, sorted(second.batches)
+    assert [sorted(map(tuple, rows)) for _, rows in sorted(second.batches.items()) if rows] == EVENT_COUNTS_AFTER
+    assert second.metric("ttlstateTtlEventTime") and set(second.metric("ttlstateTtlEventTime").values()) == {1}
+
+
 # -- refusals: a checkpoint made by hand, as far as each check reads it -------------------------
 
-def _checkpoint(root, provider=HDFS, batches=1, committed=1, operator="stateStoreSave", commit_extra=None):
+def _checkpoint(root, provider=HDFS, batches=1, committed=1, operator="stateStoreSave", commit_extra=None,
+                conf=None):
     os.makedirs(root / "offsets")
     os.makedirs(root / "commits")
     for b in range(batches):
         meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1_700_000_000_000 + b,
-                "conf": {PROVIDER_KEY: provider, "spark.sql.shuffle.partitions": "2"}}
+                "conf": {PROVIDER_KEY: provider, "spark.sql.shuffle.partitions": "2", **(conf or {})}}
         (root / "offsets" / str(b)).write_text(f"v1\n{json.dumps(meta)}\n{{\"logOffset\":{b}}}")
     for b in range(committed):
         (root / "commits" / str(b)).write_text("v1\n" + json.dumps({"nextBatchWatermarkMs": 0, **(commit_extra or {})}))
@@ -201,6 +271,8 @@ def _tree(root) -> dict:
     ("already on ttlstate", dict(provider=TTLSTATE), "TTLSTATE_MIGRATE_SAME_PROVIDER"),
     ("a provider of its own", dict(provider="com.example.MyStateStoreProvider"), "TTLSTATE_MIGRATE_UNKNOWN_PROVIDER"),
     ("transformWithState", dict(operator="transformWithStateExec"), "TTLSTATE_MIGRATE_UNSUPPORTED"),
+    ("join state format 3", dict(operator="symmetricHashJoin", conf={"spark.sql.streaming.join.stateFormatVersion": "3"}),
+     "TTLSTATE_MIGRATE_UNSUPPORTED"),
     ("a store without a state schema", dict(), "TTLSTATE_MIGRATE_UNSUPPORTED"),
 ])
 def test_a_refused_migration_names_its_reason_and_changes_nothing(tmp_path, case, made, error_class):
@@ -208,7 +280,27 @@ def test_a_refused_migration_names_its_reason_and_changes_nothing(tmp_path, case
     before = _tree(ck)
     r = cli("migrate", str(ck), "--to", "ttlstate", rc=2)
     assert f"[{error_class}]" in r.stderr, (case, r.stderr)
+    assert case != "join state format 3" or "join state format 3" in r.stderr, r.stderr
     assert _tree(ck) == before, case
+
+
+def test_a_checkpoint_it_cannot_write_is_refused(tmp_path):
+    """The state directory read-only, and the command run without the capability that lets root
+    write anyway (CAP_DAC_OVERRIDE: the tests run as root): TTLSTATE_MIGRATE_NOT_WRITABLE, exit
+    2, nothing changed."""
+    ck = _checkpoint(tmp_path / "ck")
+    before = _tree(ck)
+    os.chmod(ck / "state", 0o555)
+    try:
+        caps = "-dac_override,-dac_read_search"
+        proc = subprocess.run(["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", sys.executable, "-m",
+                               "ttlstate", "migrate", str(ck), "--to", "ttlstate"], capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        os.chmod(ck / "state", 0o755)
+    assert proc.returncode == 2 and "[TTLSTATE_MIGRATE_NOT_WRITABLE]" in proc.stderr, proc.stderr
+    assert f"{ck / 'state'} cannot be written" in proc.stderr, proc.stderr
+    assert _tree(ck) == before
 
 
 def test_an_unknown_target_is_a_usage_error(tmp_path):
