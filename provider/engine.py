@@ -175,7 +175,8 @@ def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
     records are skipped (the caller counts them). DESIGN 97, 102.
 
     Returns (change in the key count, the timestamps of the stored entries replaced or
-    removed, the writes as (key, stored or None) in the records' order, for the changelog).
+    removed, the writes as (key, stored or None) in the records' order, for the changelog, and
+    how many of them are puts).
     The batch is built in key order (DESIGN 77) with a stable sort, so a key's last write
     still wins."""
     current: dict[bytes, int | None] = {}  # key -> timestamp of its stored entry (None: absent)
@@ -198,7 +199,7 @@ def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
         stored = db.get(key)
         current[key] = None if stored is None else codec.timestamp(stored)
     prefix = codec.encode(stamp, b"")
-    delta = 0
+    delta = puts = 0
     replaced: list[int] = []
     applied: list[tuple[bytes, bytes | None]] = []
     for kind, key, value in records:
@@ -219,6 +220,7 @@ def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
             else:
                 replaced.append(old)
             current[key] = stamp
+            puts += 1
             applied.append((key, stored))
     batch = WriteBatch(raw_mode=True)
     for key, stored in sorted(applied, key=_FIRST):
@@ -227,7 +229,7 @@ def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
         else:
             batch.put(key, stored)
     db.write(batch)
-    return delta, replaced, applied
+    return delta, replaced, applied, puts
 
 
 # Keys per RocksDB MultiGet: it holds each key's data block (decompressed, when the block cache

@@ -115,6 +115,15 @@ class ChangelogWriter:
             self._emit(b"".join(self._parts))
             self._parts, self._size = [], 0
 
+    def add_all(self, entries: list[tuple[bytes, bytes | None]]):
+        """`add` of each (key, value or None: a removal) of `entries`, in their order, encoded
+        in one pass."""
+        put, remove, length = _PUT_BYTE, _REMOVE_BYTE, _LEN.pack
+        if entries:
+            self.add_encoded(b"".join([remove + length(len(k)) + k if v is None else
+                                       put + length(len(k)) + k + length(len(v)) + v for k, v in entries]),
+                             len(entries))
+
     def add_encoded(self, records: bytes, count: int):
         """Adds `count` records already encoded as this file encodes them (a WRITE_BATCH's
         keyed records, while `WIRE_RECORDS_ARE_FILE_RECORDS`)."""

@@ -9,6 +9,7 @@ transaction's clock (`ttl.expired` decides), and each access pays the incrementa
 
 from __future__ import annotations
 
+import collections
 import heapq
 from typing import Iterator
 
@@ -247,18 +248,15 @@ class Txn:
         changelog and cleanup debt as `put` and `remove` one record at a time: every write
         carries the same timestamp, and no iterator is open to be told of them."""
         stamp = self.stamp()
-        delta, replaced, applied = write_stamped_records(self.store.db, records, stamp, self.ttl_ms)
+        delta, replaced, applied, puts = write_stamped_records(self.store.db, records, stamp, self.ttl_ms)
         self.key_delta += delta
         hist = self.hist_delta
-        for old_ts in replaced:
-            hist.add(old_ts, -1)
-        puts = sum(1 for _, stored in applied if stored is not None)
+        for old_ts, n in collections.Counter(replaced).items():  # a frame's entries share few stamps
+            hist.add(old_ts, -n)
         if puts:
             hist.add(stamp, puts)
         if self.changelog is not None:
-            add = self.changelog.add
-            for key, stored in applied:
-                add(key, stored)
+            self.changelog.add_all(applied)
         self.store.enable_memtable_bloom_when_large(self.key_delta)
         if self.cleans:  # each write owes a step, as in `put` and `remove`; ACCESS its count
             self.cleanup.accessed(sum(value if kind == RECORD_ACCESS else 1 for kind, _, value in records))
