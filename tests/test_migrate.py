@@ -3,8 +3,8 @@ provider, stopped, migrated to ttlstate and restarted (or the other way) goes on
 as the same stop and restart on its source provider does; Spark's state data source reads the same rows right
 before and right after the migration; moved to ttlstate every entry carries the last batch's
 timestamp; a
-migration SIGKILLed while the target's files are written (in a temporary directory, or beside
-the source's) leaves a checkpoint that runs on its source, and runs again; one during which the
+migration SIGKILLed while it reads the source's state or writes the target's files (in a
+temporary directory, or beside the source's) leaves a checkpoint that runs on its source, and runs again; one during which the
 query writes is refused; the refusals change nothing."""
 
 from __future__ import annotations
@@ -87,12 +87,14 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
             assert not killed[queries[0]]["ttlstate_metrics"]
             assert killed[queries[0]]["batches"] == reference[2][queries[0]]["batches"]
             _refused_while_the_query_writes(tmp_path / "tmp-running", cks[0])
-        if case == "ttlstate-to-hdfs":
-            # killed while the target provider writes its stores in a temporary directory: the
-            # checkpoint is as it was, byte for byte
+        if case in ("ttlstate-to-hdfs", "hdfs-to-ttlstate"):
+            # killed while the target provider writes its stores in a temporary directory, or
+            # while Spark reads the source's state into one: the checkpoint is as it was, byte
+            # for byte
             tree, tmp_dir = _tree(tmp_path / "ck"), tmp_path / "tmp-killed"
             tmp_dir.mkdir()
-            _migrate_killed(cks[0], to, lambda: any(tmp_dir.glob("ttlstate-migrate-*/provider-0")), tmp_dir)
+            step = "ttlstate-migrate-*/" + ("provider-0" if to != "ttlstate" else "rows-0")
+            _migrate_killed(cks[0], to, lambda: any(tmp_dir.glob(step)), tmp_dir)
             assert _tree(tmp_path / "ck") == tree
         dry = None
         if case == "hdfs-to-ttlstate":  # one case: each run of the command starts a JVM
