@@ -79,8 +79,9 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
             # killed once its first SST is in the checkpoint: the query still runs on its source
             # (a copy of it, run on to the end, gives the source's output), then it is run again
             sst_dir = os.path.join(cks[0], "state", "0", "0", "sst")
+            (tmp_path / "tmp-killed-sst").mkdir()  # where the killed command leaves its temporary files
             _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
-                n.endswith(".sst") for n in os.listdir(sst_dir)))
+                n.endswith(".sst") for n in os.listdir(sst_dir)), tmp_path / "tmp-killed-sst")
             shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
             killed = pipeline.run(tmp_path, "killed-2", source, str(tmp_path / "ck-killed"), confs,
                                   queries=queries[:1])
