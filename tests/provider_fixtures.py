@@ -38,11 +38,6 @@ FIXTURES = {
 }
 
 
-def checkpoint(name: str) -> pathlib.Path:
-    """The query's checkpoint location in fixture `name`."""
-    return DATA / name / "ck" / FIXTURES[name][2]
-
-
 def rows(name: str) -> list[str]:
     """The state rows Spark's state data source read from fixture `name` when it was made."""
     return json.loads((DATA / name / "rows.json").read_text())

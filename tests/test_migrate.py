@@ -1,11 +1,11 @@
 """`python -m ttlstate migrate` (issue 45): a query run on Spark's HDFS-backed or RocksDB
 provider, stopped, migrated to ttlstate and restarted (or the other way) goes on batch for batch
-as the same stop and restart on its source provider does; Spark's state data source reads the same rows right
-before and right after the migration; moved to ttlstate every entry carries the last batch's
-timestamp; a
-migration SIGKILLed while it reads the source's state or writes the target's files (in a
-temporary directory, or beside the source's) leaves a checkpoint that runs on its source, and runs again; one during which the
-query writes is refused; the refusals change nothing."""
+as the same stop and restart on its source provider does; Spark's state data source reads the
+same rows right before and right after the migration; moved to ttlstate every entry carries the
+last batch's timestamp; a migration SIGKILLed while it reads the source's state or writes the
+target's files (in a temporary directory, or beside the source's) leaves a checkpoint that runs
+on its source, and runs again; one during which the query writes is refused; the refusals change
+nothing."""
 
 from __future__ import annotations
 
@@ -48,6 +48,10 @@ CASES = {
 N_FILES = 6
 PARTS = ((0, N_FILES // 2), (N_FILES // 2, N_FILES))
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+
+
+def _last_offset(ck: str) -> int:
+    return max(int(n) for n in os.listdir(os.path.join(ck, "offsets")) if n.isdigit())
 
 
 def _offset_conf(ck: str, batch: int) -> dict:
@@ -136,7 +140,7 @@ def _migrate_killed(ck: str, to: str, reached, tmp_dir=None):
     """Runs a migration of `ck` to `to` (with TMPDIR=`tmp_dir`, if given) and SIGKILLs it as soon
     as `reached()`; asserts the offset log still names the source and that no process it started
     (its Spark JVM) outlives it."""
-    last = max(int(n) for n in os.listdir(os.path.join(ck, "offsets")) if n.isdigit())
+    last = _last_offset(ck)
     provider = _offset_conf(ck, last)[PROVIDER_KEY]
     env = {**os.environ, "TMPDIR": str(tmp_dir)} if tmp_dir else None
     proc = subprocess.Popen([sys.executable, "-m", "ttlstate", "migrate", ck, "--to", to],
@@ -160,7 +164,7 @@ def _refused_while_the_query_writes(tmp_dir, ck: str):
     """A migration during which offsets/L+1 appears (a restarted query's first write) is refused
     with TTLSTATE_MIGRATE_RUNNING and exit code 2, switches nothing and leaves no temporary
     files; the entry is then removed (the query stopped again)."""
-    last = max(int(n) for n in os.listdir(os.path.join(ck, "offsets")) if n.isdigit())
+    last = _last_offset(ck)
     provider = _offset_conf(ck, last)[PROVIDER_KEY]
     entry = os.path.join(ck, "offsets", str(last + 1))
     proc = cli_meanwhile("migrate", ck, "--to", "ttlstate", tmp_dir=tmp_dir, step="ttlstate-migrate-*",

@@ -248,7 +248,7 @@ def test_migrate_on_s3(s3, reference, tmp_path):
     assert (r["checkpoint"], r["source"], r["target"]) == (ck + "/agg", "hdfs", "ttlstate"), r
     keys = {json.loads(row)[0] for rows in expected[1]["agg"]["batches"].values() for row in rows}
     assert r["stores"][0]["keys"] == len(keys) > 0, r
-    offsets = _body(server.client(), f"migrate/agg/offsets/{r['batch']}").decode()
+    offsets = _body(client, f"migrate/agg/offsets/{r['batch']}").decode()
     assert TTLSTATE in offsets and r["ttlTimestamp"] == json.loads(
         offsets.splitlines()[1])["batchTimestampMs"], offsets
     dumped = [cli_json("dump", ck + "/agg", "--operator", 0, "--partition", p, *conf_args(s3a)) for p in (0, 1)]
