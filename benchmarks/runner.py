@@ -57,7 +57,7 @@ VARIANTS = {
 PLAIN_VARIANTS = ("ttlstate-plain",)
 # A custom metric only each provider reports: run() checks the query's state was kept by the
 # provider named (a benchmark that silently ran another provider compared it with itself:
-# ProviderBench did until fec6ed0, DESIGN 80).
+# ProviderBench did until fec6ed0, docs/decisions/080-providerbench-fix-and-prefix-runs.md).
 SERVED_BY_METRIC = {TTLSTATE: "ttlstateRoundTrips", ROCKSDB: "rocksdbCommitCompactLatency",
                     HDFS: "loadedMapCacheHitCount"}
 DRIVER_MEMORY = os.environ.get("BENCH_DRIVER_MEMORY", "2g")

@@ -67,7 +67,8 @@ ROCKSDB_CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointi
 VARIANTS = {
     "ttlstate-changelog": ("ttlstate, checkpoint.mode=changelog", "ttlstate", {MODE: "changelog"}),
     "ttlstate-snapshot": ("ttlstate, checkpoint.mode=snapshot", "ttlstate", {MODE: "snapshot"}),
-    # the SST codec before DESIGN 76 (LZ4 now): what the default costs in uploaded bytes
+    # the SST codec before docs/decisions/076-lz4-sst-compression.md (LZ4 now): what the default
+    # costs in uploaded bytes
     "ttlstate-snapshot-snappy": ("ttlstate, checkpoint.mode=snapshot, rocksdb.compression=snappy", "ttlstate",
                                  {MODE: "snapshot", ttlstate.CONF_PREFIX + "rocksdb.compression": "snappy"}),
     "rocksdb-changelog": ("Spark RocksDB, changelog on", "rocksdb", {ROCKSDB_CHANGELOG: "true"}),

@@ -10,7 +10,8 @@ and memory. Writes `benchmarks/results/comparison.md` and `comparison.png` after
 (a partial run leaves a partial table). Knobs: BENCH_SCALE (rows per batch, default 1.0),
 BENCH_BATCHES (default 20), BENCH_ROUNDS, BENCH_WORKLOADS and BENCH_VARIANTS (comma-separated
 names), BENCH_DRIVER_MEMORY (default 2g), BENCH_DRIVER_JAVA_OPTIONS (e.g. `-Xms2g
--XX:+AlwaysPreTouch`: both providers with the same resident heap, DESIGN 83). A run that fails (e.g. an OutOfMemoryError) is
+-XX:+AlwaysPreTouch`: both providers with the same resident heap,
+docs/decisions/083-aggregation-memory-g1-heap.md). A run that fails (e.g. an OutOfMemoryError) is
 reported as failed. Timings are reported, never asserted.
 """
 
@@ -256,7 +257,7 @@ def write_report() -> None:
                        f"(`ttlstateCacheBytes`; the cache's slabs outside the Java heap, its index and the key "
                        f"filter in it) and G1 had committed at most {report.mib(rep.get('peak_heap_committed'))} MiB "
                        f"of Java heap (the heap G1 keeps around Spark's and ttlstate's live objects, sized by "
-                       f"its pause-time goal: DESIGN 51, 83); ttlstate's Python processes {report.mib(rep['peak_python_pss'])} MiB "
+                       f"its pause-time goal: docs/decisions/051-jvm-memory-measured.md, docs/decisions/083-aggregation-memory-g1-heap.md); ttlstate's Python processes {report.mib(rep['peak_python_pss'])} MiB "
                        f"of PSS, of which the stores reported at most "
                        f"{report.mib(rep.get('peak_store_memory_bytes'))} MiB of memtables and table readers "
                        f"(`memoryUsedBytes`; the data blocks in each worker's shared block cache, which with the "

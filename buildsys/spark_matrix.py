@@ -1,6 +1,6 @@
 """`make test-matrix`: the smoke subset (pytest marker `matrix`) on every earlier Spark line, each
 in its own virtual environment, then the upgrade of their checkpoints on this environment's
-Spark (issue 19 item 3, DESIGN 55).
+Spark (issue 19 item 3, docs/decisions/055-one-package-for-spark-4-0-to-4-3.md).
 
 For each pyspark version given (default: the newest release of 4.0, 4.1 and 4.2 at the time of
 writing) a venv `.venvs/spark-<line>` is created, or reused when it already holds that pyspark

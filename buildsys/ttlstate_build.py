@@ -33,7 +33,7 @@ from setuptools.command.build_py import build_py as _build_py
 from setuptools.command.sdist import sdist as _sdist
 
 # The Spark line whose jars the shim compiles against (the newest supported; the shim adapts
-# to the earlier lines at run time, DESIGN 55).
+# to the earlier lines at run time, docs/decisions/055-one-package-for-spark-4-0-to-4-3.md).
 SPARK_BUILD_REQ = "pyspark>=4.3.0,<4.4"
 JAR_NAME = "ttlstate-shim.jar"
 ROOT = pathlib.Path(__file__).resolve().parent.parent

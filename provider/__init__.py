@@ -24,7 +24,7 @@ CONF_PREFIX = PREFIX
 
 _JAR_NAME = "ttlstate-shim.jar"
 # The Spark lines the shim runs on: one jar, compiled against the newest, with version adapters
-# for the others (io.ttlstate.spark.compat; DESIGN 55).
+# for the others (io.ttlstate.spark.compat; docs/decisions/055-one-package-for-spark-4-0-to-4-3.md).
 SPARK_LINES = ("4.0", "4.1", "4.2", "4.3")
 
 

@@ -141,7 +141,8 @@ ENTRIES += (
         "rocksdb.compression", values.one_of(*rocksdb_options.COMPRESSIONS), rocksdb_options.DEFAULT_COMPRESSION,
         "Compression of SST blocks: " + ", ".join(rocksdb_options.COMPRESSIONS) + ". Default "
         "`lz4`, as in Spark's RocksDB provider: a read that misses the caches decompresses a "
-        "whole block, and LZ4 does that faster than RocksDB's own default, `snappy` (DESIGN 76).",
+        "whole block, and LZ4 does that faster than RocksDB's own default, `snappy` "
+        "(docs/decisions/076-lz4-sst-compression.md).",
         "store"),
     Setting(
         "rocksdb.boundedMemory.totalBytes", values.byte_size(1 << 40), "64m",

@@ -58,7 +58,8 @@ def open_database(path: str, settings: rocksdb_options.RocksDbSettings, db_ttl_m
     # takes them from the directory's newest OPTIONS file, and a load restores the snapshot's.
     # The database then ran with the options of whoever wrote that snapshot, and a TTL database
     # wrapped the file's TTL compaction filter in its own: the inner one read a value's last
-    # bytes as its write time and dropped live entries at compaction (DESIGN 93).
+    # bytes as its write time and dropped live entries at compaction
+    # (docs/decisions/093-store-options-not-snapshot-options.md).
     if db_ttl_ms is None:
         opts = rocksdb_options.options(settings, statistics=False)
         db = Rdict(path, opts, column_families={DEFAULT_COLUMN_FAMILY: opts})
@@ -132,7 +133,8 @@ def write_keyed_records(db: Rdict, records) -> int:
 
     The batch is built in key order: RocksDB inserts each entry into the memtable's skip
     list starting from where it put the previous one, so sorted entries are found near each
-    other (DESIGN 77). The sort is stable: a key's records keep their order, so its last one
+    other (docs/decisions/077-memtable-bloom-and-sorted-writes.md). The sort is stable: a key's
+    records keep their order, so its last one
     still wins and each lookup sees the records before it."""
     delta = 0
     batch = WriteBatch(raw_mode=True)
@@ -172,12 +174,14 @@ def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
     frame is a presence hint that tells it: PUT_NEW (not stored), PUT_OVER_LIVE or REMOVE_LIVE
     (stored, with the timestamp its expiry time gives, `ttl.written_at`); the records are then
     applied in their order against those answers (a repeat sees the record before it). ACCESS
-    records are skipped (the caller counts them). DESIGN 97, 102.
+    records are skipped (the caller counts them). docs/decisions/097-ttl-write-batches.md,
+    docs/decisions/102-ttl-batch-clock-fast-paths.md.
 
     Returns (change in the key count, the timestamps of the stored entries replaced or
     removed, the writes as (key, stored or None) in the records' order, for the changelog, and
     how many of them are puts).
-    The batch is built in key order (DESIGN 77) with a stable sort, so a key's last write
+    The batch is built in key order (docs/decisions/077-memtable-bloom-and-sorted-writes.md) with a
+    stable sort, so a key's last write
     still wins."""
     current: dict[bytes, int | None] = {}  # key -> timestamp of its stored entry (None: absent)
     lookups = []
@@ -195,7 +199,7 @@ def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
         current[key] = ts
         if ts is None:
             lookups.append(key)
-    for key in sorted(lookups):  # a MultiGet was no faster (DESIGN 97)
+    for key in sorted(lookups):  # a MultiGet was no faster (docs/decisions/097-ttl-write-batches.md)
         stored = db.get(key)
         current[key] = None if stored is None else codec.timestamp(stored)
     prefix = codec.encode(stamp, b"")
@@ -234,7 +238,7 @@ def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
 
 # Keys per RocksDB MultiGet: it holds each key's data block (decompressed, when the block cache
 # does not) until it returns, some 1 KiB a key; slices of keys in key order still share blocks
-# (DESIGN 86).
+# (docs/decisions/086-sorted-read-ahead-blocks.md).
 MULTI_GET_SLICE = 8192
 
 
@@ -253,7 +257,8 @@ def multi_get(db: Rdict, keys: list[bytes]) -> list[bytes | None]:
 def db_items(db: Rdict, prefix: bytes, skip: set[bytes]) -> Iterator[tuple[bytes, bytes]]:
     """The database's (key, value) pairs under `prefix`, without the keys in `skip`; the
     RocksDB iterator is created at the call. Without keys to skip, rocksdict's own iterator
-    (no Python step per entry), bounded by RocksDB at the prefix's end (DESIGN 79)."""
+    (no Python step per entry), bounded by RocksDB at the prefix's end
+    (docs/decisions/079-first-write-consumes-answer.md)."""
     if not skip:
         if not prefix:
             return db.items()

@@ -40,7 +40,7 @@ class VersionMismatchError(TtlstateError):
 
 class StoreBusyError(TtlstateError):
     """A request that needs the committed version while a transaction writes into the
-    store's database (docs/DESIGN.md 40)."""
+    store's database (docs/decisions/040-direct-write-transactions.md)."""
     error_class = "TTLSTATE_STORE_BUSY"
 
 
@@ -118,14 +118,15 @@ class ServerJarMismatchError(ServerSetupError):
 
 class CheckpointTooNewError(TtlstateError):
     """A state file this ttlstate cannot read because a newer one wrote it (a newer manifest or
-    changelog format); names the writing and the running ttlstate and Spark (DESIGN 59)."""
+    changelog format); names the writing and the running ttlstate and Spark
+    (docs/decisions/059-checkpoint-too-new.md)."""
 
     error_class = "TTLSTATE_CHECKPOINT_TOO_NEW"
 
 
 class RepartitionError(TtlstateError):
     """`python -m ttlstate repartition` refuses to rescale a checkpoint; the message says why
-    and what to do (DESIGN 65)."""
+    and what to do (docs/decisions/065-repartition.md)."""
 
 
 class RepartitionInvalidPartitionsError(RepartitionError):

@@ -13,7 +13,7 @@ from .errors import ProtocolError
 PROTOCOL_VERSION = 7
 MAX_FRAME = 64 * 1024 * 1024
 # A MULTI_GET reply answers the keys asked in order until its answers reach about this many
-# bytes (at least one answer); the JVM asks again for the rest (docs/DESIGN.md 95).
+# bytes (at least one answer); the JVM asks again for the rest (docs/decisions/095-multi-get-reply-split.md).
 MULTI_GET_REPLY_BYTES = 32 * 1024 * 1024
 ANSWER_OVERHEAD = 13  # u8 present, u32 length, i64 expiresAt
 

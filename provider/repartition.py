@@ -1,7 +1,7 @@
 """`python -m ttlstate repartition`: rescale the state of a stopped query to N shuffle partitions.
 
 What Spark 4.3's offline state repartition does for its own RocksDB provider (and refuses for
-every other one), done offline on a local ttlstate checkpoint (DESIGN 65):
+every other one), done offline on a local ttlstate checkpoint (docs/decisions/065-repartition.md):
 
 1. The last committed batch L is the state to rescale; the checkpoint must have no batch
    that started without committing (a running or failed query), except an interrupted

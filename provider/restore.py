@@ -1,6 +1,7 @@
 """Rebuilding a store's database as a checkpointed version: a snapshot's SSTs (checked and
 hard-linked) and inline files, then the changelogs after it; files of another value layout
-or database kind are migrated on the way (docs/DESIGN.md 18-26, 31).
+or database kind are migrated on the way (docs/decisions/018-sst-snapshots.md to
+docs/decisions/028-migrations-open-old-snapshot.md).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def _replay(store, path: str, version: int, restore_ts: int):
     hist = store.hist
     # a database with no key and no SST (nothing restored, nothing left by a replay) needs no lookup
     get = _nothing_stored if store.num_keys == 0 and not store.ssts else store.db.get
-    for key, value in sorted(pending.items(), key=_KEY):  # key order: DESIGN 77
+    for key, value in sorted(pending.items(), key=_KEY):  # key order: docs/decisions/077-memtable-bloom-and-sorted-writes.md
         old = get(key)
         if value is None:
             batch.delete(key)

@@ -6,7 +6,7 @@ of all stores of a worker process together: one block cache of that size, shared
 database the process opens, with their memtables charged to it through one write buffer
 manager (Flink's managed memory, Spark's `boundedMemoryUsage`). Index and filter blocks stay
 outside it, in each table reader, so they grow with the data instead of being evicted and
-read again (DESIGN 50).
+read again (docs/decisions/050-rocksdb-budget-per-worker.md).
 """
 
 from __future__ import annotations
@@ -23,33 +23,36 @@ COMPRESSIONS = ("none", "snappy", "lz4", "lz4hc", "zstd", "zlib", "bz2")
 # A snapshot uploads the SSTs that are new since the last one; an L0 -> L1 compaction
 # rewrites (under random updates) every SST of the store. Compacting after 16 flushed files
 # instead of RocksDB's 4 makes that happen a quarter as often (benchmarks/
-# test_checkpoint_bytes.py; DESIGN decision 30); Bloom filters keep gets cheap across them.
+# test_checkpoint_bytes.py; docs/decisions/030-level0-compaction-and-bloom-filters.md); Bloom
+# filters keep gets cheap across them.
 L0_COMPACTION_TRIGGER = 16
 # ...except in a store the worker scans whole (a join's watermark eviction reads every entry of
 # a state beyond the JVM's cache each batch): a scan merges every L0 file, each spanning the whole
 # key range, and what the store removes stays in them as tombstones until compaction. Such a store
-# compacts after RocksDB's 4 (DESIGN decision 92).
+# compacts after RocksDB's 4 (docs/decisions/092-scanned-stores-compact-after-4.md).
 SCANNED_L0_COMPACTION_TRIGGER = 4
 BLOOM_BITS_PER_KEY = 10
 INFO_LOG_BYTES = 1 << 20
 _MIB = 1 << 20
 # Block cache of a store when neither the profile nor rocksdb.blockCacheSize sets one: Spark's
-# RocksDB provider default (blockCacheSizeMB=8), not RocksDB's 32 MiB (DESIGN decision 42).
+# RocksDB provider default (blockCacheSizeMB=8), not RocksDB's 32 MiB
+# (docs/decisions/042-block-cache-per-store.md).
 DEFAULT_BLOCK_CACHE_BYTES = 8 * _MIB
 # Data block of the SSTs when neither the profile nor rocksdb.blockSize sets one: 16 KiB, not
 # RocksDB's (and Spark's RocksDB provider's) 4 KiB. A batch reads its keys sorted, so a state far
 # larger than the caches is read nearly block after block; a quarter as many blocks means a
-# quarter of the reads, lookups and cache churn for the same bytes (DESIGN decision 91).
+# quarter of the reads, lookups and cache churn for the same bytes (docs/decisions/091-16k-sst-blocks.md).
 DEFAULT_BLOCK_BYTES = 16 * 1024
 # SST block compression of every database ttlstate writes (the service's and the offline tools'):
 # Spark's RocksDB provider's default; a read beyond the caches decompresses a whole block, and
-# LZ4 does that faster than RocksDB's default Snappy (DESIGN decision 76).
+# LZ4 does that faster than RocksDB's default Snappy (docs/decisions/076-lz4-sst-compression.md).
 DEFAULT_COMPRESSION = "lz4"
 # A whole-key Bloom filter in each memtable lets a get of a key the memtable lacks (nearly
 # every get of a state far larger than a memtable) skip the skip list's search. Its bytes are
 # this fraction of the write buffer's (1.3 MiB of RocksDB's 64 MiB: about 16 bits an entry of
 # a full memtable of 100-byte entries), allocated with every memtable, so a database gets it
-# only once its store holds MEMTABLE_BLOOM_MIN_KEYS keys (DESIGN decision 77).
+# only once its store holds MEMTABLE_BLOOM_MIN_KEYS keys
+# (docs/decisions/077-memtable-bloom-and-sorted-writes.md).
 MEMTABLE_BLOOM_RATIO = 0.02
 MEMTABLE_BLOOM_MIN_KEYS = 1 << 18
 

@@ -1,5 +1,6 @@
 """Is this Spark server set up for ttlstate? Asked from the client, which through Spark Connect
-sees neither the server's JVM nor its confs' effect until a query fails (DESIGN 58).
+sees neither the server's JVM nor its confs' effect until a query fails
+(docs/decisions/058-spark-connect-server-check.md).
 
 `check_server(spark)` runs two cheap statements on the server: it reads the provider conf
 (`spark.sql.streaming.stateStore.providerClass`) and calls the jar's `ShimInfo.describe()`

@@ -43,7 +43,8 @@ def _die_with_parent():
 
 
 def _return_freed_memory():
-    """Make glibc give freed memory back to the OS (DESIGN 50). Its default raises the
+    """Make glibc give freed memory back to the OS
+    (docs/decisions/050-rocksdb-budget-per-worker.md). Its default raises the
     mmap threshold to the largest block freed so far (up to 32 MiB), so after the first
     memtable or large frame is freed, such blocks come from the heap and stay in the
     workers' RSS. A fixed 128 KiB threshold (mapped blocks go back when freed) and trimming

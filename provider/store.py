@@ -3,7 +3,8 @@ transactions on it (`txn`), commits, snapshots and closing.
 
 A transaction either writes straight into the database (the only one open) or keeps an
 overlay applied at commit; `commit` also writes the version's changelog. Nothing is ever
-rolled back inside RocksDB (DESIGN.md 4.1). A snapshot is a RocksDB checkpoint described by
+rolled back inside RocksDB (docs/decisions/001-read-isolation-by-pre-images.md). A snapshot is a
+RocksDB checkpoint described by
 a manifest (`ttlstate.manifest`); a load rebuilds the database from a snapshot and the
 changelogs after it (`restore`). With TTL the store keeps a histogram of timestamps so live
 counts need no scan; the cleanups are in `ttl_cleanup`, the engine calls in `engine`.
@@ -134,7 +135,8 @@ class Store:
     def begin(self, version: int, read_only: bool, batch_ts: int = -1, changelog: bool = True) -> "Txn":
         """A transaction on the committed `version`. A write transaction begun while no other
         is open writes straight into the database (and streams its changelog unless
-        `changelog` is false); otherwise it keeps its writes in an overlay (DESIGN 40)."""
+        `changelog` is false); otherwise it keeps its writes in an overlay
+        (docs/decisions/040-direct-write-transactions.md)."""
         if self.writer is not None:
             raise StoreBusyError(
                 f"{self.store_id}: a transaction is writing version {self.version + 1}; commit or "
@@ -212,7 +214,7 @@ class Store:
     def enable_memtable_bloom_when_large(self, key_delta: int = 0) -> None:
         """Give the database's next memtables a whole-key Bloom filter once the store holds
         (with `key_delta` of an open transaction) `MEMTABLE_BLOOM_MIN_KEYS` keys: most of its
-        gets then miss the memtable (DESIGN 77)."""
+        gets then miss the memtable (docs/decisions/077-memtable-bloom-and-sorted-writes.md)."""
         keys = self.num_keys + key_delta
         if keys >= rocksdb_options.MEMTABLE_BLOOM_MIN_KEYS and self._tune(_MEMTABLE_BLOOM,
                                                                            rocksdb_options.memtable_bloom()):
@@ -220,7 +222,7 @@ class Store:
 
     def scanned_whole(self) -> None:
         """A scan of every entry reads this store: it compacts level 0 sooner from now on
-        (`SCANNED_L0_COMPACTION_TRIGGER`, DESIGN 92)."""
+        (`SCANNED_L0_COMPACTION_TRIGGER`, docs/decisions/092-scanned-stores-compact-after-4.md)."""
         if self._tune(_SCANNED_L0, rocksdb_options.scanned_store()):
             log.info("%s: scanned whole: level 0 compacts after %d files", self.store_id,
                      rocksdb_options.SCANNED_L0_COMPACTION_TRIGGER)

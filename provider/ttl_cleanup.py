@@ -1,4 +1,4 @@
-"""The TTL cleanups of a store, each Flink's (docs/DESIGN.md, "State TTL"): the incremental
+"""The TTL cleanups of a store, each Flink's (docs/DESIGN.md, "TTL"): the incremental
 cleanup a transaction runs as it is used, the full-snapshot cleanup before a snapshot, and
 counting what RocksDB's TTL compaction filter dropped (with the periodic compaction that
 makes it run). Cleanup on read lives with the reads, in `txn`.

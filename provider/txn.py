@@ -243,8 +243,10 @@ class Txn:
 
     def _apply_stamped(self, records):
         """A frame of a direct TTL transaction with a fixed clock, all at once: each key's
-        stored entry read once, unless the JVM's presence hint tells it (DESIGN 102), the
-        writes in one WriteBatch in key order (DESIGN 97). The same key count, histogram,
+        stored entry read once, unless the JVM's presence hint tells it
+        (docs/decisions/102-ttl-batch-clock-fast-paths.md), the
+        writes in one WriteBatch in key order (docs/decisions/097-ttl-write-batches.md). The same
+        key count, histogram,
         changelog and cleanup debt as `put` and `remove` one record at a time: every write
         carries the same timestamp, and no iterator is open to be told of them."""
         stamp = self.stamp()

@@ -1,4 +1,5 @@
-"""Who writes state files, and the refusal of files a newer ttlstate wrote (DESIGN 59).
+"""Who writes state files, and the refusal of files a newer ttlstate wrote
+(docs/decisions/059-checkpoint-too-new.md).
 
 Every manifest records its writer (`{"ttlstate": <version>, "spark": <version>}`); the store
 service learns the running Spark from the JVM's `sparkVersion` start-up line, the offline CLI

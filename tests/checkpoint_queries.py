@@ -349,12 +349,14 @@ def state_files(files) -> tuple[dict[int, list[tuple[str, str]]], dict[int, list
 def retention_report(store_dir: pathlib.Path, min_batches: int,
                      committed: dict[int, str] | None = None) -> dict:
     """What a store directory must hold to recover its last `min_batches` versions, and
-    only that (DESIGN 23, 24), from its files; returns the expected and actual file sets,
+    only that (docs/decisions/023-retention.md, docs/decisions/024-checkpoint-format-v2.md), from
+    its files; returns the expected and actual file sets,
     what is missing or extra, and whether each of the last versions loads from the files.
 
     v1 names: the newest manifest at or below `latest - min_batches + 1` (the base; none:
     version 0), every manifest and changelog after it, the changelogs of the retained versions
-    (the base's own too: Spark's change feed reads them, DESIGN 94 g), and exactly the SSTs
+    (the base's own too: Spark's change feed reads them, docs/decisions/094-state-rules-audit.md
+    g), and exactly the SSTs
     those manifests reference. A version loads from a manifest plus the changelogs after it.
     v2 names: every file (of every attempt) of the retained versions, as attempts that lost
     are deleted only once their version falls out of retention, plus the files their names
@@ -487,7 +489,8 @@ def short_report(reports: dict[str, dict]) -> str:
 
 
 def v1_load_plan(files: dict[str, int], store_dir: pathlib.Path, version: int) -> dict[str, int]:
-    """{file: size} a v1 load of `version` needs (DESIGN 20): the newest manifest at or
+    """{file: size} a v1 load of `version` needs (docs/decisions/020-commit-modes.md): the newest
+    manifest at or
     below it, the SSTs it references, and the changelogs after it (`files`: a listing)."""
     manifests, changelogs = versions_v1(files)
     base = max([m for m in manifests if m <= version], default=0)

@@ -1,6 +1,6 @@
 """The changelog file format is its own, versioned by its magic, not by the wire protocol:
 its record kinds are pinned here, so a change to the protocol's WRITE_BATCH records cannot
-change the bytes on disk unnoticed (docs/DESIGN.md 49)."""
+change the bytes on disk unnoticed (docs/decisions/049-one-owner-per-rule.md)."""
 
 from service_client import encode_records
 from ttlstate import protocol, statefile

@@ -11,7 +11,8 @@ damaged checkpoint file is what the load downloads and reads. Hadoop's local fil
 keeps a `.<name>.crc` side file; the main cases delete it (as on HDFS or S3, which have
 none, ttlstate's own checks must catch the damage), the `stale-crc` ones keep it.
 
-Then the local cache (DESIGN 22): a cached copy that is damaged while the checkpoint's file
+Then the local cache (docs/decisions/022-local-file-cache.md): a cached copy that is damaged while
+the checkpoint's file
 is good must be dropped and downloaded again, for manifests, SSTs and changelogs, and the
 load gives the right data; if the checkpoint's file is damaged as well the load fails
 naming it. And a proof that a manifest's checksum is what catches a flipped bit: most

@@ -129,7 +129,7 @@ def test_fault(fault_outcomes, case):
     message = failing.error
     assert name in message, (f"{case}: the error does not name the file {name} "
                              f"({kind} {path}):\n{message[:3000]}")
-    assert "TTLSTATE_CHECKPOINT_WRITE" in message, (  # DESIGN 21: failed write or lost rename
+    assert "TTLSTATE_CHECKPOINT_WRITE" in message, (  # docs/decisions/021-every-upload-verified.md: failed write or lost rename
         f"{case}: the error is not TTLSTATE_CHECKPOINT_WRITE:\n{message[:3000]}")
     if kind != "RENAME_LOSE":  # a lost rename raises nothing; the others carry their cause
         assert f"injected {kind.split('_')[0].lower()} failure" in message, (

@@ -99,7 +99,8 @@ def test_retention_keeps_only_what_the_last_versions_need(retention_runs, case):
             assert r["manifests"] == list(range(N_BATCHES - RETAIN + 1, N_BATCHES + 1)), r
             assert r["changelogs"] == [], r
         else:
-            # every version after the base, and each retained version's own (DESIGN 94 g)
+            # every version after the base, and each retained version's own
+            # (docs/decisions/094-state-rules-audit.md g)
             first = min(r["base"] + 1, N_BATCHES - RETAIN + 1)
             assert r["changelogs"] == list(range(first, N_BATCHES + 1)), r
             assert all(m >= r["base"] for m in r["manifests"]), r

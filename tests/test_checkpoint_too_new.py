@@ -1,4 +1,5 @@
-"""A checkpoint ttlstate cannot continue is refused, naming both versions (issue 19; DESIGN 59).
+"""A checkpoint ttlstate cannot continue is refused, naming both versions (issue 19;
+docs/decisions/059-checkpoint-too-new.md).
 
 What ttlstate cannot continue is a state file of a format newer than it reads: a manifest of a
 newer format (manifests record their writer: ttlstate and Spark version) or a changelog of a

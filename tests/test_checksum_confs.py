@@ -1,4 +1,4 @@
-"""Spark 4.1+'s checksum confs with ttlstate (issue 16, item 3; DESIGN 66):
+"""Spark 4.1+'s checksum confs with ttlstate (issue 16, item 3; docs/decisions/066-checksum-confs.md):
 `spark.sql.streaming.stateStore.rowChecksum.enabled` (default false) and
 `spark.sql.streaming.checkpoint.fileChecksum.enabled` (default true, in force with checkpoint
 format v2 only). Both are implemented inside Spark's own providers (the RocksDB and HDFS ones

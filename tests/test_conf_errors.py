@@ -87,7 +87,8 @@ def test_bad_values_fail_the_query_at_start(spark, tmp_path):
 
 
 def test_a_cache_larger_than_the_jvm_can_hold_fails_naming_the_limit(spark, tmp_path):
-    # the value cache lives in direct buffers (DESIGN 54): a budget above the JVM's direct
+    # the value cache lives in direct buffers (docs/decisions/054-native-memory-slabs.md): a budget
+    # above the JVM's direct
     # memory limit could never be held, so the store refuses it at open
     inputs = [str(tq.write_batches(tmp_path / "in", [[("a", 0)]]))]
     key = conf.PREFIX + "cache.maxBytes"

@@ -1,5 +1,7 @@
-"""Provider-level contract of Spark 4.3 (shared/spark-4.3-state-store-contract.md), driven
-through py4j on the real provider, the real service and real checkpoint files."""
+"""Provider-level contract of Spark 4.3 (Spark's `StateStore` and `StateStoreProvider` API; the
+contract notes these tests were first written from are outside this repository and not needed:
+each test states the rule it checks), driven through py4j on the real provider, the real
+service and real checkpoint files."""
 
 import os
 import random
@@ -270,7 +272,7 @@ def test_maintenance_snapshots_and_retention(js, tmp_path):
     assert manifests and not any(n.endswith(".snapshot") for n in names)
     base = max(m for m in manifests if m <= 11)  # newest manifest at or below 12 - 2 + 1
     assert manifests == [m for m in manifests if m >= base], names
-    # every version after the base, and the retained versions' own (DESIGN 94 g)
+    # every version after the base, and the retained versions' own (docs/decisions/094-state-rules-audit.md g)
     assert changelogs == list(range(min(base + 1, 11), 13)), names
     assert "1.changelog" not in names  # cleaned: not needed to recover versions 11-12
     referenced = set().union(*(_manifest_ssts(root, f"{m}.manifest") for m in manifests))
@@ -281,7 +283,8 @@ def test_maintenance_snapshots_and_retention(js, tmp_path):
 
 def test_maintenance_snapshots_a_large_changelog_before_min_deltas(js, tmp_path):
     """A version whose changelog is large (over 1 MiB) is snapshotted by the next maintenance
-    even before `minDeltasForSnapshot` versions (DESIGN 103): as Spark's RocksDB provider
+    even before `minDeltasForSnapshot` versions (docs/decisions/103-large-changelog-snapshots.md):
+    as Spark's RocksDB provider
     snapshots a version with over 10,000 changes, so a restart after a large batch does not
     replay it. A small changelog after that waits for `minDeltasForSnapshot` as before."""
     import base64
@@ -306,7 +309,8 @@ def test_maintenance_snapshots_a_large_changelog_before_min_deltas(js, tmp_path)
 
 def test_a_snapshot_due_while_a_batch_writes_is_taken_at_its_commit(js, tmp_path):
     """Snapshot maintenance that finds a snapshot due while a write store is open does not
-    write one then (the worker's database is being written); before DESIGN 100 it skipped the
+    write one then (the worker's database is being written); before
+    docs/decisions/100-snapshot-at-commit-when-due.md it skipped the
     round, and a store that was busy whenever maintenance ran went on without snapshots (a
     restart replayed every changelog). Now the write store's commit takes it."""
     root = new_root(tmp_path)

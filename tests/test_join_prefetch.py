@@ -1,6 +1,7 @@
 """A stream-stream join whose values outgrow the JVM's cache reads them ahead: while Spark
 walks a side's counts store (watermark eviction, JoinPrefetch), and for each block of input
-rows (`StateReadAheadExec` under each side, DESIGN 72), the values it reads next come in one
+rows (`StateReadAheadExec` under each side, docs/decisions/072-join-input-read-ahead.md), the
+values it reads next come in one
 MULTI_GET per block instead of one synchronous read each. Real Spark, real stores; the output
 must equal the HDFS provider's on the same input.
 """
@@ -41,7 +42,8 @@ def test_join_values_beyond_the_cache_are_read_ahead_and_the_output_is_unchanged
     # or evicted before use leave thousands of worker reads)
     assert _sum_metric(actual, "ttlstateCacheHits") > prefetched // 2, (prefetched, misses)
     # the next block's values and the counts' next chunk were asked for before they were
-    # needed (DESIGN 71), and what came back ahead answered reads like the rest
+    # needed (docs/decisions/071-requests-sent-ahead.md), and what came back ahead answered reads
+    # like the rest
     assert _sum_metric(actual, "ttlstateSentAhead") > 0, actual.state_operators()[-1]
     assert misses < prefetched // 4, (prefetched, misses)
 

@@ -1,10 +1,13 @@
 """Reads past one frame (64 MiB): a MULTI_GET of values larger in sum than the frame limit
-comes back in parts, each reply answering the first keys it asked (PROTOCOL.md, DESIGN 95),
-and the JVM asks again for the rest; keys larger in sum go in several requests (DESIGN 99).
+comes back in parts, each reply answering the first keys it asked (PROTOCOL.md,
+docs/decisions/095-multi-get-reply-split.md),
+and the JVM asks again for the rest; keys larger in sum go in several requests
+(docs/decisions/099-multi-get-request-limit.md).
 Real provider, service, worker and RocksDB, through Spark's provider API (py4j); values or
 keys of (almost) 1 MiB each.
 
-Before DESIGN 95 the worker put every answer in one reply, the JVM refused the oversized frame
+Before docs/decisions/095-multi-get-reply-split.md the worker put every answer in one reply, the
+JVM refused the oversized frame
 and the task failed, and failed again on every retry: a read-ahead sized by the mean value in
 the cache asked for thousands of keys whose values were far larger.
 """
@@ -61,7 +64,8 @@ def test_a_multi_get_past_the_frame_limit_is_answered_in_parts(js, tmp_path, ttl
 
 
 def test_a_multi_get_of_keys_past_the_frame_limit_goes_in_parts(js, tmp_path):
-    """80 keys of (almost) 1 MiB in one `multiGet`: before DESIGN 99 the request itself passed the frame
+    """80 keys of (almost) 1 MiB in one `multiGet`: before
+    docs/decisions/099-multi-get-request-limit.md the request itself passed the frame
     limit and the read failed ("request of ... bytes exceeds the frame limit")."""
     value_schema = js.jvm.org.apache.spark.sql.types.StructType.fromDDL("value STRING")
     proj = js._projection(value_schema)

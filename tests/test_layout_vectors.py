@@ -1,7 +1,8 @@
 """The checkpoint layout's shared vectors (`tests/vectors/layout_names.tsv`,
 `layout_plans.tsv`, `layout_replays.tsv`): Python's `ttlstate.layout` and the JVM's
 `StateFileName` and `LoadPlan` must both name and plan every line alike, so neither side can
-change the layout alone (docs/DESIGN.md 52). The JVM side is checked by the JVM unit tests
+change the layout alone (docs/decisions/052-checkpoint-layout-vectors.md). The JVM side is checked
+by the JVM unit tests
 (`StateFileNameTest`, `LoadPlanTest`: `make test-java`)."""
 
 from __future__ import annotations

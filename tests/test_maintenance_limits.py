@@ -26,7 +26,8 @@ changelog checkpointing on (measured once, not part of the test), RocksDB writes
 `<v>.changelog` files in the first run (maintenance never runs), and the one pass of the
 second run uploads `11.zip` and deletes nothing in all three cases: its cleanup keeps
 everything after the newest snapshot at or below `newest snapshot - minBatchesToRetain + 1`,
-and there is none, so limits have nothing to act on there (DESIGN 57). Rows are equal across the two
+and there is none, so limits have nothing to act on there
+(docs/decisions/057-cleanup-pass-limits.md). Rows are equal across the two
 providers and the model, and RocksDB's last version loads through the state reader too.
 """
 

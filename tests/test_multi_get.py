@@ -1,4 +1,5 @@
-"""A MULTI_GET larger than one RocksDB MultiGet is read in slices (DESIGN 86): the answers are
+"""A MULTI_GET larger than one RocksDB MultiGet is read in slices
+(docs/decisions/086-sorted-read-ahead-blocks.md): the answers are
 the values of the keys asked, in the order asked, whatever that order and however many."""
 
 from __future__ import annotations

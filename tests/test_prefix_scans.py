@@ -1,5 +1,6 @@
 """A prefix scan of the database alone runs in rocksdict's iterator, bounded by RocksDB at the
-prefix's end (DESIGN 79): it must return exactly the keys that start with the prefix, in key
+prefix's end (docs/decisions/079-first-write-consumes-answer.md): it must return exactly the keys
+that start with the prefix, in key
 order, whatever bytes the prefix ends in."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`python -m ttlstate repartition`: rescaling a stopped query's state (DESIGN 65).
+"""`python -m ttlstate repartition`: rescaling a stopped query's state (docs/decisions/065-repartition.md).
 
 - The placement: `spark_hash` against Spark's own `pmod(hash(cols), n)` on rows of int,
   long, string, double, timestamp and struct (window) columns (UnsafeRows encoded here).

@@ -1,5 +1,6 @@
 """A streaming aggregation whose state outgrows the JVM's cache reads it ahead
-(`StateReadAheadExec` under Spark's `StateStoreRestoreExec`, DESIGN 68): the keys of a block
+(`StateReadAheadExec` under Spark's `StateStoreRestoreExec`,
+docs/decisions/068-aggregation-read-ahead.md): the keys of a block
 of input rows come from the worker in one MULTI_GET instead of one synchronous read each.
 Real Spark, real stores; the output must equal the HDFS provider's on the same input.
 """
@@ -47,7 +48,8 @@ def test_aggregation_state_beyond_the_cache_is_read_ahead_and_the_output_is_unch
     # a cache far smaller than the state (3,000 keys): without the read-ahead nearly every
     # restore read of an existing key is a worker read. The second query runs while the first
     # one's stores are still loaded (until Spark's maintenance unloads them) and hold the
-    # budget: its stores must still get their share and keep what they read ahead (DESIGN 69;
+    # budget: its stores must still get their share and keep what they read ahead
+    # (docs/decisions/069-view-takes-back-its-share.md;
     # they kept none, and every value read ahead was read again, before that)
     for run in ("first", "second"):
         actual, plan = st.run_query_with_plan(spark, candidate, st.agg_by_key, "update", events,

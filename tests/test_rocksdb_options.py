@@ -49,7 +49,7 @@ def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp
     _round_trip(store, tmp_path)
     o = options_file(store)
     assert o["level0_file_num_compaction_trigger"] == "16" and o["max_log_file_size"] == "1048576"
-    assert o["compression"] == "kLZ4Compression"  # ttlstate's default, not RocksDB's snappy (DESIGN 76)
+    assert o["compression"] == "kLZ4Compression"  # ttlstate's default, not RocksDB's snappy (docs/decisions/076-lz4-sst-compression.md)
     tuned = profile != "DEFAULT"
     assert (o["max_background_jobs"] == "4") == tuned  # RocksDB's default is 2
     if tuned:  # (RocksDB 8 already defaults to both)
@@ -65,7 +65,7 @@ def test_every_profile_opens_a_working_database_with_its_options(open_store, tmp
 
 def test_a_store_built_without_confs_compresses_as_the_service_does(open_store, tmp_path):
     """Offline tools (repartition, the checkpoint reader) open stores without ttlstate's confs:
-    their SSTs are LZ4-compressed too, not RocksDB's Snappy (DESIGN 76)."""
+    their SSTs are LZ4-compressed too, not RocksDB's Snappy (docs/decisions/076-lz4-sst-compression.md)."""
     store = open_store(RocksDbSettings())
     _round_trip(store, tmp_path)
     assert options_file(store)["compression"] == "kLZ4Compression"
@@ -94,7 +94,8 @@ def test_bounded_memory_is_one_cache_for_all_stores_of_a_worker(open_store, tmp_
     _round_trip(b, tmp_path)
     for s in (a, b):
         assert s.db.property_int_value("rocksdb.block-cache-capacity") == budget
-        # index and filter blocks live with each table, not in the shared cache (DESIGN 50)
+        # index and filter blocks live with each table, not in the shared cache
+        # (docs/decisions/050-rocksdb-budget-per-worker.md)
         assert options_file(s)["cache_index_and_filter_blocks"] == "false"
         s.db.flush()
         assert s.db.property_int_value("rocksdb.estimate-table-readers-mem") > 0
@@ -116,7 +117,8 @@ def test_bad_values_name_the_key_and_what_is_allowed(key, value, allowed):
 
 
 def test_a_store_gets_a_memtable_bloom_once_it_holds_enough_keys(open_store, tmp_path, monkeypatch):
-    # DESIGN 77: the filter's memory comes with every memtable, so small stores go without
+    # docs/decisions/077-memtable-bloom-and-sorted-writes.md: the filter's memory comes with every
+    # memtable, so small stores go without
     monkeypatch.setattr(rocksdb_options, "MEMTABLE_BLOOM_MIN_KEYS", 1000)
     bloom = {"memtable_prefix_bloom_size_ratio": "0.020000", "memtable_whole_key_filtering": "true"}
 
@@ -155,7 +157,8 @@ def test_a_store_gets_a_memtable_bloom_once_it_holds_enough_keys(open_store, tmp
 
 
 def test_a_store_scanned_whole_compacts_level_0_after_4_files(open_store, tmp_path):
-    # DESIGN 92: a scan merges every L0 file; a store read by key keeps RocksDB's files for 16
+    # docs/decisions/092-scanned-stores-compact-after-4.md: a scan merges every L0 file; a store
+    # read by key keeps RocksDB's files for 16
     def level0(store):
         o = options_file(store)
         return [o[k] for k in ("level0_file_num_compaction_trigger", "level0_slowdown_writes_trigger",

@@ -105,7 +105,8 @@ def test_s3_faults_and_a_driver_killed_mid_commit_change_no_output_in_format_v2(
     # and retention: 3 versions kept, so cleanups delete on S3 while the runs go on
     confs = {**pipeline.TTLSTATE_CONFS, "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
              "spark.sql.streaming.minBatchesToRetain": "3"}
-    # ttlstate writes a state file on S3 in place, one PUT (DESIGN 105): faults on those PUTs,
+    # ttlstate writes a state file on S3 in place, one PUT
+    # (docs/decisions/105-object-store-puts-and-listings.md): faults on those PUTs,
     # of changelogs, manifests and SSTs, and on the GETs of a restart
     proxy.fail("slowdown", "PUT", r"/faults/.*/state/.*\.changelog$", times=3)
     proxy.fail("reset", "PUT", r"/faults/.*/state/.*\.changelog$", times=2)

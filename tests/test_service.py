@@ -144,7 +144,8 @@ def test_writes_during_a_scan_of_the_keys_it_hands_out_count_keys_exactly(svc, t
     """A join's eviction: a scan of the write transaction hands keys out and the JVM removes
     or rewrites some, without presence hints (its cache could not keep them). The key count
     stays exact when a key was removed and written again, removed before the scan (pinned
-    at its start) reached it, or written several times in one batch (DESIGN 85)."""
+    at its start) reached it, or written several times in one batch
+    (docs/decisions/085-worker-scan-presence-hints-not-kept.md)."""
     c, h = _store(svc)
     keys = [b"k%02d" % i for i in range(12)]
     _commit(c, h, 1, [(k, b"v") for k in keys], str(tmp_path / "1.changelog"))

@@ -1,4 +1,5 @@
-"""Snapshot-upload lag reporting (issue 16, item 3; DESIGN 36): ttlstate tells Spark's state
+"""Snapshot-upload lag reporting (issue 16, item 3;
+docs/decisions/036-snapshot-reports-to-coordinator.md): ttlstate tells Spark's state
 store coordinator about every snapshot it uploads, as Spark's own providers do, so with
 `coordinatorReportSnapshotUploadLag` and `forceSnapshotUploadOnLag` on the coordinator knows
 each store's latest snapshot, reports no store as lagging and forces no snapshot at commit.

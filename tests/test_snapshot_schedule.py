@@ -1,5 +1,6 @@
 """A large batch is snapshotted by the next maintenance, before `minDeltasForSnapshot`
-versions (DESIGN 103), as Spark's RocksDB provider snapshots a version with over 10,000
+versions (docs/decisions/103-large-changelog-snapshots.md), as Spark's RocksDB provider snapshots a
+version with over 10,000
 changes: a query restarted after it replays no changelog of it. Real Spark, real stores.
 """
 

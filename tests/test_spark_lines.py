@@ -1,4 +1,5 @@
-"""The one shim jar against each Spark line's jars, statically (no JVM; issue 19, DESIGN 55).
+"""The one shim jar against each Spark line's jars, statically (no JVM; issue 19,
+docs/decisions/055-one-package-for-spark-4-0-to-4-3.md).
 
 `buildsys/linkcheck.py` lists every class, method or field the shim names that a Spark's jars
 lack, and every abstract method of Spark's traits it does not implement. The jar is compiled

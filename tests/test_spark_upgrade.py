@@ -1,5 +1,6 @@
 """Upgrading Spark under a running query: a checkpoint ttlstate wrote on Spark 4.0, 4.1 or 4.2
-continues on 4.3 with the output of a run that never changed line (issue 19, DESIGN 55).
+continues on 4.3 with the output of a run that never changed line (issue 19,
+docs/decisions/055-one-package-for-spark-4-0-to-4-3.md).
 
 Two halves, in two processes on two Spark lines, meeting in `TTLSTATE_UPGRADE_DIR`
 (`make test-matrix` sets it and runs both):

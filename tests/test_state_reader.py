@@ -1,7 +1,8 @@
 """Spark's state reader (`spark.read.format("statestore")`) beyond `batchId` on ttlstate
 checkpoints: `readChangeFeed` (`changeStartBatchId`/`changeEndBatchId`) and
 `snapshotStartBatchId` + `snapshotPartitionId` (Spark's `SupportsFineGrainedReplay`,
-DESIGN 62), compared with Spark's own RocksDB provider (changelog checkpointing on) run on
+docs/decisions/062-spark-state-reader.md), compared with Spark's own RocksDB provider (changelog
+checkpointing on) run on
 the same input; with TTL; and the refusals (a query in `checkpoint.mode=snapshot` has no
 change feed; a version without a snapshot cannot be replayed from one).
 
@@ -216,7 +217,8 @@ def test_snapshot_start_batch_id_reads_the_state_of_a_plain_read(ck, spark, quer
 def test_change_feed_and_replay_with_ttl(ck, spark):
     """With TTL the change feed is the changelogs' records: every put as Spark wrote it (the
     TTL timestamp removed), and a delete for each entry TTL cleanup removed, in the batch that
-    removed it; an entry that expired but no cleanup reached has no record (DESIGN 62)."""
+    removed it; an entry that expired but no cleanup reached has no record
+    (docs/decisions/062-spark-state-reader.md)."""
     last = last_batch(ck.ttl)
     assert last == len(TTL_BATCHES) - 1
     feed = change_feed(spark, ck.ttl, 0, last, ordered=True)

@@ -1,4 +1,5 @@
-"""Spark's state reader change feed (`readChangeFeed`, DESIGN 62) on the operators whose state
+"""Spark's state reader change feed (`readChangeFeed`, docs/decisions/062-spark-state-reader.md) on
+the operators whose state
 is more than one row per key: a stream-stream join (four stores), session windows (a prefix
 key: grouping key + session start) and applyInPandasWithState. Each query runs on ttlstate and
 on Spark's RocksDB provider with changelog checkpointing, on the same input; the change feed

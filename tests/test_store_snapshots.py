@@ -452,7 +452,8 @@ def test_manifest_only_load_does_not_scan(mk):
 
 
 def test_a_ttl_database_loaded_from_a_snapshot_keeps_its_entries_through_compaction(mk):
-    # DESIGN 93: the snapshot's OPTIONS file once wrapped its TTL compaction filter into the new
+    # docs/decisions/093-store-options-not-snapshot-options.md: the snapshot's OPTIONS file once
+    # wrapped its TTL compaction filter into the new
     # one; the inner filter read the value's last bytes as a write time and dropped live entries
     lin = mk("a", TTL_DB)
     keys = [b"k%04d" % i for i in range(500)]
@@ -467,7 +468,8 @@ def test_a_ttl_database_loaded_from_a_snapshot_keeps_its_entries_through_compact
 
 
 def test_a_database_loaded_from_a_snapshot_runs_with_the_loading_stores_options(mk):
-    # DESIGN 93: not with those of the OPTIONS file the snapshot carries (another block size here)
+    # docs/decisions/093-store-options-not-snapshot-options.md: not with those of the OPTIONS file
+    # the snapshot carries (another block size here)
     lin = mk("a", rocksdb=RocksDbSettings(block_bytes=4096))
     lin.commit(puts=[b"k%04d" % i for i in range(100)])
     lin.snapshot()
@@ -479,7 +481,8 @@ def test_a_database_loaded_from_a_snapshot_runs_with_the_loading_stores_options(
 
 
 def test_a_database_loaded_from_a_snapshot_shares_the_workers_block_cache(mk):
-    # DESIGN 93: it got a block cache of its own from the snapshot's OPTIONS file, outside the budget
+    # docs/decisions/093-store-options-not-snapshot-options.md: it got a block cache of its own
+    # from the snapshot's OPTIONS file, outside the budget
     bounded = RocksDbSettings(bounded_total_bytes=64 << 20)
     lin = mk("a", rocksdb=bounded)
     lin.commit(puts=[b"k%06d" % i for i in range(50_000)])

@@ -148,7 +148,8 @@ def test_the_cache_stays_within_its_budget(js, tmp_path):
 def test_a_store_that_rewrites_its_values_keeps_few_dead_bytes(js, tmp_path):
     """A small state rewritten every batch (a session window's) leaves its old bytes dead in
     the cache's slabs: once they outweigh the live ones, a commit moves the live entries and
-    frees the slabs (DESIGN 75), instead of holding them until the budget (128 MiB) presses."""
+    frees the slabs (docs/decisions/075-slab-compaction-at-commit.md), instead of holding them
+    until the budget (128 MiB) presses."""
     p = js.provider(new_root(tmp_path))
     k1, keys, versions = "x" * 200, 100, 40  # about 25 KiB a version, 1 MiB in all
     peak = 0
@@ -402,7 +403,8 @@ def test_a_view_that_lost_a_value_iterates_through_the_worker(js, tmp_path):
 
 
 def test_ttl_stores_scan_their_view_where_the_workers_scan_does_no_more(js, tmp_path):
-    """DESIGN 102: on the batch clock, under OnCreateAndWrite and NeverReturnExpired, a TTL
+    """docs/decisions/102-ttl-batch-clock-fast-paths.md: on the batch clock, under OnCreateAndWrite
+    and NeverReturnExpired, a TTL
     store's complete view serves a full scan, without the values expired at the transaction's
     clock, and so does a fresh provider's view after its warm-up (which caches the live entries
     only); under OnReadAndWrite the worker's iterator refreshes what it returns, so scans go

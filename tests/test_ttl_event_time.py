@@ -4,7 +4,7 @@ Under `timeCharacteristic=EventTime` the clock of a transaction is the batch's e
 watermark (what the JVM reads from the offset log's `batchWatermarkMs`, given here as the
 transaction's `batch_ts`). Entries written at watermark 0 ("no watermark yet") are
 UNSTAMPED until the store's first write transaction at a watermark past 0 stamps them with
-it (docs/DESIGN.md 56). The rule itself is `ttlstate.ttl.expired`, unchanged.
+it (docs/decisions/061-event-time-ttl.md). The rule itself is `ttlstate.ttl.expired`, unchanged.
 """
 
 from __future__ import annotations

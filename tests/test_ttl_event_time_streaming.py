@@ -179,7 +179,8 @@ def test_a_restart_in_the_middle_replays_the_stamping_batch_exactly(spark, tmp_p
 
 
 def test_the_view_answers_event_time_reads_and_follows_the_stamping_across_a_restart(spark, tmp_path):
-    """DESIGN 104: under EventTime the JVM's view (value cache, key filter) answers reads once
+    """docs/decisions/104-event-time-jvm-view.md: under EventTime the JVM's view (value cache, key
+    filter) answers reads once
     the watermark is known, and follows the worker's stamping of the entries written at
     watermark 0. Run 1 reads files 0-1: batch 0 writes a, b, c at watermark 0 (UNSTAMPED),
     batch 1 stamps them with W1 at its BEGIN. A crash after batch 1's state commit is then

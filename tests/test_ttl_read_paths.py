@@ -1,5 +1,6 @@
 """A TTL store on the batch clock (OnCreateAndWrite, NeverReturnExpired: the defaults) reads
-and writes the way a store without TTL does (DESIGN 102): its writes carry presence hints, an
+and writes the way a store without TTL does (docs/decisions/102-ttl-batch-clock-fast-paths.md): its
+writes carry presence hints, an
 aggregation's restore and a join's input and eviction read ahead, and full scans are served
 from a complete view. Real Spark, real stores: with a TTL nothing reaches, the output equals
 the HDFS provider's on the same input, and the read paths report their work in the metrics;
@@ -51,7 +52,7 @@ def test_an_aggregation_with_ttl_reads_its_state_ahead(spark, candidate, tmp_pat
     _assert_ttl_on(actual)
     st.assert_same_rows(expected, actual, min_rows=3000, what="aggregation with TTL, state read ahead")
     assert "StateReadAhead" in plan, plan
-    # before DESIGN 102 a TTL store read nothing ahead (0)
+    # before docs/decisions/102-ttl-batch-clock-fast-paths.md a TTL store read nothing ahead (0)
     assert _sum_metric(actual, "ttlstatePrefetchedValues") > 0, actual.state_operators()[-1]
 
 
@@ -65,7 +66,8 @@ def test_drop_duplicates_within_watermark_with_ttl_scans_its_view(spark, candida
     _assert_ttl_on(actual)
     st.assert_same_rows(expected, actual, min_rows=500, what="dropDuplicatesWithinWatermark with TTL")
     # the eviction's scan of every entry, each batch, served from the JVM's complete view
-    # (before DESIGN 102 a TTL store's scans always went to the worker: 0)
+    # (before docs/decisions/102-ttl-batch-clock-fast-paths.md a TTL store's scans always went to
+    # the worker: 0)
     assert _sum_metric(actual, "ttlstateResidentScans") > 0, actual.state_operators()[-1]
 
 
@@ -80,7 +82,8 @@ def test_a_join_with_ttl_reads_its_input_and_eviction_ahead(spark, candidate, tm
     _assert_ttl_on(actual)
     st.assert_same_rows(expected, actual, min_rows=100, what="inner join with TTL, read ahead")
     assert plan.count("StateReadAhead") == 2, plan
-    # Spark reports the values stores' metrics: their values were read ahead (0 before DESIGN 102)
+    # Spark reports the values stores' metrics: their values were read ahead (0 before
+    # docs/decisions/102-ttl-batch-clock-fast-paths.md)
     assert _sum_metric(actual, "ttlstatePrefetchedValues") > 0, actual.state_operators()[-1]
 
 

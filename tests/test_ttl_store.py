@@ -87,7 +87,8 @@ def test_never_return_expired_hides_from_get_iterate_and_num_keys(mk):
 
 
 def test_stored_entries_include_the_expired_ones_and_touch_nothing(mk):
-    """ITER_STORED_WITH_EXPIRY (the JVM's warm-up of a TTL store, DESIGN 102): every stored
+    """ITER_STORED_WITH_EXPIRY (the JVM's warm-up of a TTL store,
+    docs/decisions/102-ttl-batch-clock-fast-paths.md): every stored
     entry with its expiry time, expired ones too, even in a write transaction, which cleans up
     none of them."""
     v = mk(ttl(1000, **NO_BACKGROUND))

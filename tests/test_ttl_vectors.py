@@ -1,7 +1,7 @@
 """The TTL rule's shared vectors (`tests/vectors/ttl.tsv`): Python's `ttlstate.ttl` and the
 JVM's `TtlRule` must both give every line's expiry time, verdict and whether a read at `now`
-refreshes the entry (OnReadAndWrite), so neither side can change the rule alone (docs/DESIGN.md
-49, 67)."""
+refreshes the entry (OnReadAndWrite), so neither side can change the rule alone
+(docs/decisions/049-one-owner-per-rule.md, docs/decisions/067-last-repeats-of-a-rule.md)."""
 
 import pathlib
 

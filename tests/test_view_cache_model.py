@@ -1,4 +1,5 @@
-"""The JVM's value cache (slabs and an index, DESIGN 48) against a model: random writes,
+"""The JVM's value cache (slabs and an index, docs/decisions/048-slab-cache.md) against a model:
+random writes,
 rewrites, removes and reads over several versions, through Spark's provider API (py4j) on
 the real provider, service and files. Every read and every full iteration is compared with a
 Python dict, with a budget small enough that slabs are freed and values moved all the time,
@@ -115,7 +116,8 @@ def _scan_all(js, s, groups: int) -> dict:
 
 @pytest.mark.parametrize("budget", ["40k", "128m"], ids=["freeing-slabs", "complete"])
 def test_keys_placed_by_prefix_answer_like_the_model(spark, tmp_path, budget):
-    """A prefixed store's cache places keys by their prefix (DESIGN 74, 80): random puts,
+    """A prefixed store's cache places keys by their prefix
+    (docs/decisions/074-prefix-scans-from-complete-view.md, docs/decisions/080-providerbench-fix-and-prefix-runs.md): random puts,
     removes and reads in groups of up to 50 keys (shared probe runs, removals inside them,
     index growth), one of up to about 175 (several runs of one prefix) and one of up to about
     800 (placed by their own hash past its last run), and every group's prefix scan, version

@@ -1,5 +1,6 @@
 """A direct transaction writes each WRITE_BATCH frame into RocksDB in key order, without TTL
-(DESIGN 77) and with it (DESIGN 97): the database, the key count, the TTL histogram and the
+(docs/decisions/077-memtable-bloom-and-sorted-writes.md) and with it
+(docs/decisions/097-ttl-write-batches.md): the database, the key count, the TTL histogram and the
 changelog must still be those of the records applied in the order they came, repeats of a key
 and records without hints included."""
 
@@ -105,7 +106,8 @@ def _ttl_history(store: Store, tmp_path) -> None:
 
 
 def test_a_ttl_frame_written_at_once_ends_as_its_records_one_by_one(tmp_path):
-    """A direct TTL transaction applies a frame at once, its writes in one WriteBatch (DESIGN 97):
+    """A direct TTL transaction applies a frame at once, its writes in one WriteBatch
+    (docs/decisions/097-ttl-write-batches.md):
     the database, key count, timestamp histogram and changelog must be those of `put` and
     `remove` record by record, over live, expired and missing keys, repeats included. (The
     incremental cleanup is owed the same steps, paid after the frame instead of within it; here
@@ -152,7 +154,8 @@ TTL_MS = 10_000
 
 def _hinted_ttl_frames(rng: random.Random, stored: dict[bytes, int], now: int, frames: int) -> list[list]:
     """Frames of a direct TTL transaction at batch time `now`, about half their records with the
-    presence hint the JVM sends when it knows the key (DESIGN 102): PUT_NEW for a key not stored,
+    presence hint the JVM sends when it knows the key
+    (docs/decisions/102-ttl-batch-clock-fast-paths.md): PUT_NEW for a key not stored,
     PUT_OVER_LIVE / REMOVE_LIVE with the expiry time of a stored entry live at `now`; none for
     an expired stored entry (the worker may have cleaned it up) or when it does not know.
     `stored` (key: timestamp of its stored entry) follows the records."""
@@ -188,7 +191,8 @@ def _hinted_ttl_frames(rng: random.Random, stored: dict[bytes, int], now: int, f
 
 def test_ttl_presence_hints_give_what_lookups_give(tmp_path):
     """A direct TTL transaction's frames with presence hints (PUT_NEW, PUT_OVER_LIVE,
-    REMOVE_LIVE: DESIGN 102), through the wire encoding, end as the same records without hints
+    REMOVE_LIVE: docs/decisions/102-ttl-batch-clock-fast-paths.md), through the wire encoding, end
+    as the same records without hints
     applied one by one: database, key count, timestamp histogram, changelog."""
     rng = random.Random(23)
     hinted, plain = _ttl_store(tmp_path, "h"), _ttl_store(tmp_path, "p")

@@ -9,7 +9,7 @@ the data's time, decades later. An entry written at watermark 0 therefore carrie
 yet: it is stamped `UNSTAMPED` (MAX_TS), which the unchanged rule never expires, and the
 store's first write transaction at a watermark W > 0 stamps every such entry with W (writing
 them into its changelog, so a replay does the same). An entry written before the watermark
-starts thus lives as if written at the first watermark (docs/DESIGN.md, entry 61).
+starts thus lives as if written at the first watermark (docs/decisions/061-event-time-ttl.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ values computed here from the rule's definition with Python's unbounded integers
 with either implementation), so a change of the rule on one side alone fails that side's
 test (`tests/test_ttl_vectors.py` checks both `ttlstate.ttl` and the JVM's `TtlRule`).
 
-`ttl_event_time.tsv`, EventTime's rules on top (DESIGN 61, 104): `ts ttl_ms clock
+`ttl_event_time.tsv`, EventTime's rules on top (docs/decisions/061-event-time-ttl.md,
+docs/decisions/104-event-time-jvm-view.md): `ts ttl_ms clock
 write_expires_at entry_expires_at stamped_expires_at refreshes` per line: the expiry time of a
 write at watermark `clock` (UNSTAMPED, never, at a watermark of 0 or below), of an entry stored
 with timestamp `ts` (UNSTAMPED = 2^63 - 1: written at watermark 0) before and after a write

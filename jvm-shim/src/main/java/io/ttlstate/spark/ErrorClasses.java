@@ -18,6 +18,6 @@ public final class ErrorClasses {
     public static final String WORKER_TIMEOUT = "TTLSTATE_WORKER_TIMEOUT";
     /** A checkpoint file the worker found damaged. */
     public static final String CORRUPT_FILE = "TTLSTATE_CORRUPT_FILE";
-    /** A checkpoint file the JVM could not write or verify (DESIGN 21). */
+    /** A checkpoint file the JVM could not write or verify (docs/decisions/021-every-upload-verified.md). */
     public static final String CHECKPOINT_WRITE = "TTLSTATE_CHECKPOINT_WRITE";
 }

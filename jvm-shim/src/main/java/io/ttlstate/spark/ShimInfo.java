@@ -3,7 +3,8 @@ package io.ttlstate.spark;
 /**
  * What this jar is, for a client that cannot see the server's JVM (a Spark Connect client):
  * {@code SELECT reflect('io.ttlstate.spark.ShimInfo', 'describe')} answers it, and
- * {@code ttlstate.check_server(spark)} compares it with the client's ttlstate (DESIGN 58).
+ * {@code ttlstate.check_server(spark)} compares it with the client's ttlstate
+ * (docs/decisions/058-spark-connect-server-check.md).
  * The version is the package's, stamped into the jar's manifest ({@code Implementation-Version})
  * by both builds (gradle and {@code buildsys/ttlstate_build.py}).
  */

@@ -23,7 +23,8 @@ import scala.runtime.BoxedUnit;
  * naming this class as well ({@code ttlstate.configure} sets it too) installs them once, not
  * twice; a session without them is caught by {@link SessionExtensionCheck}. They are a streaming aggregation's and a
  * stream-stream join's read-ahead
- * ({@link StateReadAheadRule}, docs/DESIGN.md 68), and one check rule, which refuses a streaming query whose
+ * ({@link StateReadAheadRule}, docs/decisions/068-aggregation-read-ahead.md), and one check rule,
+ * which refuses a streaming query whose
  * ttlstate TTL runs on event time ({@code ...ttlstate.[operator.<id>.[store.<name>.]]timeCharacteristic=EventTime})
  * but which has no event-time watermark ({@code withWatermark}): its TTL clock would stay at 0
  * and nothing would ever expire. Spark runs check rules when it analyses a plan, so the query

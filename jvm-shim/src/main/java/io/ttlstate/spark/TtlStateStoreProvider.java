@@ -37,7 +37,7 @@ import scala.Option;
  * ttlstate supports and hands the rest to its {@link RemoteStore}: the store as its worker
  * holds it (stores, commits, snapshots, maintenance). As {@link SupportsFineGrainedReplay} it
  * serves Spark's state reader's {@code snapshotStartBatchId} and {@code readChangeFeed}
- * (DESIGN 62). Its fully qualified name is what users
+ * (docs/decisions/062-spark-state-reader.md). Its fully qualified name is what users
  * configure and what checkpoints record: it must not move.
  */
 public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGrainedReplay {

@@ -13,7 +13,8 @@ import org.apache.spark.sql.execution.{ColumnarRule, SparkPlan, UnaryExecNode}
 import org.apache.spark.sql.internal.SQLConf
 
 /**
- * Reading the state of a stateful operator's input ahead (docs/DESIGN.md 68, 72). Spark's
+ * Reading the state of a stateful operator's input ahead
+ * (docs/decisions/068-aggregation-read-ahead.md, docs/decisions/072-join-input-read-ahead.md). Spark's
  * `StateStoreRestoreExec` reads the state of each key its input holds with one `get` each, and
  * a stream-stream join reads, for each input row, the other side's count and values of its key
  * and its own side's count; once the state outgrows the JVM's cache nearly every one is a

@@ -18,7 +18,8 @@ import io.ttlstate.spark.ttl.TtlRule;
  * The value caches' memory budget ({@code cache.maxBytes}, {@link CachedVersionView}): the views
  * of one budget hold at most it together; a view that writes past it evicts its own oldest
  * values, unless it is below its equal share and another is above its own, which then gives way
- * (DESIGN 69). Views share a budget by its size, so each test uses a size of its own.
+ * (docs/decisions/069-view-takes-back-its-share.md). Views share a budget by its size, so each
+ * test uses a size of its own.
  */
 class CacheBudgetTest {
     private final List<CachedVersionView> views = new ArrayList<>();

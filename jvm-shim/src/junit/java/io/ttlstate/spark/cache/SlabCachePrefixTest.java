@@ -17,7 +17,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * A {@link SlabCache} of {@link PrefixedKey}s finds all keys of a prefix in its probe runs
- * ({@link SlabCache#withPrefix}), until the prefix has more keys than its runs hold (DESIGN 74, 80).
+ * ({@link SlabCache#withPrefix}), until the prefix has more keys than its runs hold
+ * (docs/decisions/074-prefix-scans-from-complete-view.md,
+ * docs/decisions/080-providerbench-fix-and-prefix-runs.md).
  */
 class SlabCachePrefixTest {
     /** {@code [u32 n][prefix][suffix]}. */

@@ -10,7 +10,8 @@ import java.util.Set;
 import org.junit.jupiter.api.Test;
 
 /**
- * {@link ListingGate} (DESIGN 105) against {@link Retention} on listings built in memory: a
+ * {@link ListingGate} (docs/decisions/105-object-store-puts-and-listings.md) against {@link
+ * Retention} on listings built in memory: a
  * store commits a changelog per version and a manifest every few versions, and a maintenance
  * pass runs after every commit. Whenever the gate skips the listing, a pass over the real
  * listing would have deleted nothing; and it skips most passes.

@@ -16,7 +16,8 @@ import io.ttlstate.junit.Vectors;
 
 /**
  * {@link LoadPlan} plans loads (tests/vectors/layout_plans.tsv), replays from a snapshot and
- * change-feed ranges (layout_replays.tsv) as Python's {@code ttlstate.layout} does (DESIGN 52).
+ * change-feed ranges (layout_replays.tsv) as Python's {@code ttlstate.layout} does
+ * (docs/decisions/052-checkpoint-layout-vectors.md).
  * Outcomes are written as in the vectors: {@code <manifest or ->|<changelogs>} or {@code MISSING <name>}.
  */
 class LoadPlanTest {

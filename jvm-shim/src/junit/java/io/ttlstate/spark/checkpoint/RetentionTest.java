@@ -12,7 +12,9 @@ import java.util.stream.LongStream;
 import org.apache.hadoop.fs.FileStatus;
 import org.junit.jupiter.api.Test;
 
-/** {@link Retention} in format v1 changelog mode, on listings built in memory (DESIGN 23, 57, 94). */
+/** {@link Retention} in format v1 changelog mode, on listings built in memory
+ * (docs/decisions/023-retention.md, docs/decisions/057-cleanup-pass-limits.md,
+ * docs/decisions/094-state-rules-audit.md). */
 class RetentionTest {
     private static TreeSet<Long> range(long from, long to) {
         return LongStream.rangeClosed(from, to).boxed().collect(Collectors.toCollection(TreeSet::new));
@@ -23,7 +25,7 @@ class RetentionTest {
      * deletes versions 1-50; with {@code maxVersionsToDeletePerMaintenance} 5 each pass deletes
      * the 5 oldest stale versions, and the passes end where the unlimited one does. (Lowering
      * keepFrom instead made the lower versions' plans reach back to their snapshots, so nothing
-     * was ever deleted: DESIGN 94 (f).)
+     * was ever deleted: docs/decisions/094-state-rules-audit.md (f).)
      */
     @Test
     void deletesAtMostMaxVersionsAPassOldestFirst() {
@@ -50,7 +52,7 @@ class RetentionTest {
     /**
      * Changelogs 1-20, a manifest at 16, 5 versions to retain (keepFrom 16): 16.changelog stays,
      * so the change feed of versions 16-20 still reads (it went when version 16 also had a
-     * manifest: DESIGN 94 (g)).
+     * manifest: docs/decisions/094-state-rules-audit.md (g)).
      */
     @Test
     void keepsTheChangelogsOfRetainedVersions() {

@@ -17,7 +17,8 @@ import io.ttlstate.junit.Vectors;
 
 /**
  * {@link StateFileName} parses and builds every name of the layout's shared vectors
- * (tests/vectors/layout_names.tsv) as Python's {@code ttlstate.layout} does (DESIGN 52).
+ * (tests/vectors/layout_names.tsv) as Python's {@code ttlstate.layout} does
+ * (docs/decisions/052-checkpoint-layout-vectors.md).
  */
 class StateFileNameTest {
     static Stream<String[]> names() {

@@ -23,7 +23,7 @@ import io.ttlstate.spark.metrics.StoreMetrics;
  * version 3 (a speculative copy, or a zombie task of a retried stage) fails, before its
  * changelog upload ends or after it, and discards what it wrote as a failed commit does.
  * Version 3 must still load: a failed commit deleted the v1 changelog path it had started
- * writing, which is every attempt's (DESIGN 94 (d)).
+ * writing, which is every attempt's (docs/decisions/094-state-rules-audit.md (d)).
  */
 class StoreCheckpointAttemptsTest {
     @TempDir

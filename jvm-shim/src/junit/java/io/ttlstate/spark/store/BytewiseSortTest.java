@@ -23,7 +23,8 @@ import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * {@link BytewiseSort} orders keys as RocksDB does, bytewise and unsigned, a key before every
- * longer key it is a prefix of: Python's order of {@code bytes} (DESIGN 88). The key sets hit
+ * longer key it is a prefix of: Python's order of {@code bytes}
+ * (docs/decisions/088-bytewise-sort.md). The key sets hit
  * its cases: a long common prefix, keys that are prefixes of others, equal six-byte prefixes,
  * duplicates, bytes above 0x7f, empty keys, the largest block it sorts packed and one past it.
  */

@@ -25,7 +25,8 @@ import io.ttlstate.spark.ttl.TtlRule;
  * they hold more evicts its own least recently used values until they fit again, so busy
  * stores use what idle ones leave (a store's values go when it closes); but a cache below its
  * equal share (the budget divided by the open caches with it) is not held there by caches above
- * theirs: those give back their oldest values down to their share instead (DESIGN 69: stores
+ * theirs: those give back their oldest values down to their share instead
+ * (docs/decisions/069-view-takes-back-its-share.md: stores
  * of a stopped query stay open until Spark's maintenance unloads them, and a new query's
  * stores could otherwise keep no more than one slab, losing what they read ahead). What a
  * cache holds is counted as the memory its slabs (native) and index (heap) take (dead bytes of replaced or
@@ -70,7 +71,8 @@ public final class CachedVersionView {
 
     /**
      * The largest cache budget this JVM can hold: the values live in direct buffers (native
-     * memory, DESIGN 54), limited by {@code -XX:MaxDirectMemorySize} (by default the heap's maximum).
+     * memory, docs/decisions/054-native-memory-slabs.md), limited by {@code
+     * -XX:MaxDirectMemorySize} (by default the heap's maximum).
      */
     public static long maxBudgetBytes() {
         return NativeMemory.directMemoryLimit();
@@ -306,7 +308,8 @@ public final class CachedVersionView {
     }
 
     /**
-     * EventTime (DESIGN 104): the worker stamped {@code atVersion}'s entries written before the
+     * EventTime (docs/decisions/104-event-time-jvm-view.md): the worker stamped {@code
+     * atVersion}'s entries written before the
      * watermark started (UNSTAMPED) with {@code clock}, as a write transaction at a watermark
      * past 0 does at its BEGIN ({@code Txn.stamp_unstamped}): every held value that never
      * expires gets {@link TtlRule#eventTimeStamped}'s time. Keys do not change, so neither do
@@ -407,7 +410,8 @@ public final class CachedVersionView {
      * while it is empty). A quarter, not a half: a dropped slab is a quarter of the view, and the
      * values read earlier in the batch move ahead of the unread ones (second chance), so with
      * half the view read ahead the oldest slab dropped could hold unread values (measured at a
-     * 128 KiB budget, DESIGN 69: 15% of the values read ahead were lost at a half, 1-6% at a quarter).
+     * 128 KiB budget, docs/decisions/069-view-takes-back-its-share.md: 15% of the values read
+     * ahead were lost at a half, 1-6% at a quarter).
      */
     public synchronized int prefetchRoom() {
         long mean = values.size() == 0 ? 256 : Math.max(1, bytes / values.size());

@@ -45,7 +45,8 @@ final class NativeMemory {
      * A direct buffer of {@code bytes} (counted against the JVM's direct memory limit), reused
      * from the pool when it has one of that size: a cache at its budget frees and takes a slab
      * for every few hundred KiB it writes, and malloc, asked for the same blocks again and
-     * again by many threads, kept freed ones in its arenas (DESIGN 54). Contents are undefined.
+     * again by many threads, kept freed ones in its arenas
+     * (docs/decisions/054-native-memory-slabs.md). Contents are undefined.
      */
     static ByteBuffer allocate(int bytes) {
         if (bytes == POOLED_BYTES) {

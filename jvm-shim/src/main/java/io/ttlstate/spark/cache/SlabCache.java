@@ -10,9 +10,10 @@ import org.apache.spark.unsafe.Platform;
 /**
  * A map from key bytes to (value bytes, expiry time) kept in a few large blocks of native
  * memory ("slabs", {@link NativeMemory}) and an open-addressing index of primitive arrays: no
- * Java object per entry (DESIGN 48; a {@code LinkedHashMap} of byte arrays made G1 grow the
+ * Java object per entry (docs/decisions/048-slab-cache.md; a {@code LinkedHashMap} of byte arrays
+ * made G1 grow the
  * heap to about five times what it held), and the values outside the Java heap, which G1 sizes
- * at a multiple of its live set (DESIGN 54).
+ * at a multiple of its live set (docs/decisions/054-native-memory-slabs.md).
  *
  * <p>Entries are appended to the newest slab and never changed in place: replacing or removing
  * a key leaves its old bytes dead in their slab. Memory is given back a slab at a time, oldest
@@ -25,10 +26,11 @@ import org.apache.spark.unsafe.Platform;
  *
  * <p>A cache of {@link PrefixedKey}s places each key by its prefix's hash and tells keys apart
  * by their own hash (a fourth index array, {@code tags}): the keys of one prefix then lie in one
- * probe run, and {@link #withPrefix} finds them all without looking at any other run (DESIGN 74).
+ * probe run, and {@link #withPrefix} finds them all without looking at any other run
+ * (docs/decisions/074-prefix-scans-from-complete-view.md).
  * A prefix of more keys than one run may hold ({@link #crowded}) goes on in a next run, from a
  * hash derived from its prefix's ({@link #runHome}), up to {@link #MAX_PREFIX_RUNS} runs; past
- * them, by the keys' own hashes (DESIGN 80).
+ * them, by the keys' own hashes (docs/decisions/080-providerbench-fix-and-prefix-runs.md).
  * Not thread-safe: {@link CachedVersionView} synchronises.
  */
 final class SlabCache {
@@ -53,13 +55,14 @@ final class SlabCache {
      * By prefix: how many keys of one prefix its run holds at most; later ones are placed by
      * their own hash. A prefix of many keys (a session key with thousands of sessions) would
      * otherwise make every probe through its run walk them all: at 10,000 keys a prefix a get
-     * cost 56 µs and a put 107 µs (DESIGN 74).
+     * cost 56 µs and a put 107 µs (docs/decisions/074-prefix-scans-from-complete-view.md).
      */
     static final int MAX_PREFIX_KEYS = 64;
     /**
      * By prefix: how many runs of {@link #MAX_PREFIX_KEYS} keys one prefix may have, each from
      * its own home ({@link #runHome}), before its keys are placed by their own hash. A lookup of
-     * a key in a later run walks the runs before it, so this bounds that walk (DESIGN 80).
+     * a key in a later run walks the runs before it, so this bounds that walk
+     * (docs/decisions/080-providerbench-fix-and-prefix-runs.md).
      */
     static final int MAX_PREFIX_RUNS = 4;
     /** By prefix: how far from its prefix's home a key may be placed (runs merged by neighbours). */
@@ -389,7 +392,8 @@ final class SlabCache {
      * Gives every entry that expires at {@code from} the expiry time {@code to} instead, in place
      * (the only change made to an entry in a slab: {@link Snapshot}s copy keys and values, never
      * the expiry time), and brings each slab's {@code maxExpiresAt} back to its live entries'
-     * largest; returns how many entries changed. For EventTime's stamping (DESIGN 104).
+     * largest; returns how many entries changed. For EventTime's stamping
+     * (docs/decisions/104-event-time-jvm-view.md).
      */
     int restamp(long from, long to) {
         int changed = 0;
@@ -489,7 +493,8 @@ final class SlabCache {
      * newest, freeing them; forgets only values expired at {@code now} (moving them would keep
      * them from the expiry of whole slabs). Returns how many it forgot. Without it a store that rewrites a small state
      * (a session window's sessions, every batch) kept its dead bytes until the budget pressed,
-     * the budget's whole size of native memory (DESIGN 75). The copying is at most the live
+     * the budget's whole size of native memory (docs/decisions/075-slab-compaction-at-commit.md).
+     * The copying is at most the live
      * bytes, once the dead ones outgrew them: amortised, a copy per byte written.
      */
     int compactIfMostlyDead(long now) {

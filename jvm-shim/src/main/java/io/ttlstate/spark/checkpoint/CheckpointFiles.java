@@ -29,7 +29,8 @@ import org.slf4j.LoggerFactory;
  * A store's checkpoint directory ({@code StateStoreId.storeCheckpointLocation()}): lists its
  * manifests, changelogs and {@code sst/} files, and moves files between it and local disk
  * through Spark's {@code CheckpointFileManager} ({@link CheckpointFileOps}). Every upload is atomic and then verified by
- * the file's status (DESIGN 21). Thread-safe: transfers run on the {@link TransferPool}.
+ * the file's status (docs/decisions/021-every-upload-verified.md). Thread-safe: transfers run on
+ * the {@link TransferPool}.
  */
 final class CheckpointFiles {
     private static final Logger LOG = LoggerFactory.getLogger(CheckpointFiles.class);
@@ -272,7 +273,8 @@ final class CheckpointFiles {
     /**
      * {@link #upload} to an object store ({@link #visibleAtClose}): written in place, as one
      * object, without the temp file and the rename of {@code createAtomic} (on S3A a PUT, a
-     * copy, a delete and the probes of each: DESIGN 105); a failed write is aborted, leaving
+     * copy, a delete and the probes of each:
+     * docs/decisions/105-object-store-puts-and-listings.md); a failed write is aborted, leaving
      * the older object, if any, as it was. {@code fs.s3a.create.performance} skips S3A's
      * checks that the path is no directory and has no file above it (the layout has none).
      */

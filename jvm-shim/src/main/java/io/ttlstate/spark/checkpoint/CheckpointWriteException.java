@@ -7,7 +7,8 @@ import org.apache.hadoop.fs.Path;
 
 /**
  * A checkpoint file that could not be written, or was not there whole after its atomic upload
- * (a rename the file system lost): error class {@code TTLSTATE_CHECKPOINT_WRITE} (DESIGN 21).
+ * (a rename the file system lost): error class {@code TTLSTATE_CHECKPOINT_WRITE}
+ * (docs/decisions/021-every-upload-verified.md).
  */
 final class CheckpointWriteException extends IOException {
     private static final long serialVersionUID = 1L;

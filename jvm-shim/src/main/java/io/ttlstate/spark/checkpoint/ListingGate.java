@@ -4,8 +4,9 @@ import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
 
 /**
- * Whether a cleanup has to list a store's directories to find something to delete (DESIGN
- * 105). It keeps what the last listing pass left plus the changelogs and manifests this store
+ * Whether a cleanup has to list a store's directories to find something to delete
+ * (docs/decisions/105-object-store-puts-and-listings.md). It keeps what the last listing pass left
+ * plus the changelogs and manifests this store
  * uploaded since, and plans {@link Retention} on that: when the plan deletes nothing, a pass
  * over the real listing would delete nothing of the store's own either, so it does not list.
  * It lists after a pass that was not complete ({@link Retention#complete}: it left stale

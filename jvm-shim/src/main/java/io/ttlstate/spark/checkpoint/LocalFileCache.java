@@ -26,7 +26,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Local copies of one store's checkpoint files (DESIGN 22), in
+ * Local copies of one store's checkpoint files (docs/decisions/022-local-file-cache.md), in
  * {@code <root>/<op>_<part>_<store>_<hash of the checkpoint location>/}: SSTs under
  * {@code sst/} by their unique name (a hit needs the manifest's size), manifests and
  * changelogs by {@code <name>#<length>#<mtime>} of their checkpoint file, because format v1

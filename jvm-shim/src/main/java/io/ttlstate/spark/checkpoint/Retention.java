@@ -12,7 +12,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * What cleanup keeps (DESIGN 23): the files of every version at or above
+ * What cleanup keeps (docs/decisions/023-retention.md): the files of every version at or above
  * {@code keepFrom = latest - minVersionsToRetain + 1} (in format v2 of every id) and every
  * file their load plans need. In format v1 that is the newest manifest at or below
  * {@code keepFrom} (the base) and all files of later versions; older manifests and
@@ -24,7 +24,8 @@ import org.slf4j.LoggerFactory;
  * one may belong to a snapshot still being written); temp files likewise by age. A plan
  * that cannot be made (a file missing) keeps everything.
  *
- * <p>Spark's own limits on one maintenance pass apply on top (DESIGN 57, 94): of the stale
+ * <p>Spark's own limits on one maintenance pass apply on top
+ * (docs/decisions/057-cleanup-pass-limits.md, docs/decisions/094-state-rules-audit.md): of the stale
  * versions, a pass deletes the oldest {@code maxVersionsToDeletePerMaintenance} and keeps the
  * others (and the SSTs their manifests reference) for the next pass; a pass that would delete
  * fewer than {@code minVersionsToDelete} versions deletes nothing.

@@ -27,7 +27,8 @@ import org.slf4j.LoggerFactory;
  * One store's checkpoint traffic between the worker, the local cache and the checkpoint
  * location: loads (plan, files fetched through the {@link LocalFileCache} on the
  * {@link TransferPool}, LOAD), changelog uploads, incremental snapshots (new SSTs, then the
- * manifest) and retention (DESIGN 18-25). It keeps the uploaded set: the SSTs of the last
+ * manifest) and retention (docs/decisions/018-sst-snapshots.md to
+ * docs/decisions/025-transfer-pool.md). It keeps the uploaded set: the SSTs of the last
  * manifest this store loaded or wrote, which the checkpoint is known to hold.
  *
  * <p>Loads, commits and snapshots run under the monitor of the store's {@code RemoteStore};
@@ -43,11 +44,12 @@ public final class StoreCheckpoint {
     /** The SSTs each manifest references, by {@link LocalFileCache#key}, so each is asked for once. */
     private final Map<String, List<CheckpointRequests.Sst>> manifestSsts = new ConcurrentHashMap<>();
     private volatile LocalFileCache cache;
-    /** Whether a cleanup has to list (DESIGN 105). */
+    /** Whether a cleanup has to list (docs/decisions/105-object-store-puts-and-listings.md). */
     private final ListingGate listingGate;
     /**
      * The format v1 manifests and changelogs of versions above the loaded one that the load's
-     * listing found: an earlier attempt's, which a commit of their version deletes (DESIGN 105).
+     * listing found: an earlier attempt's, which a commit of their version deletes
+     * (docs/decisions/105-object-store-puts-and-listings.md).
      */
     private volatile Set<String> earlierAttempts = ConcurrentHashMap.newKeySet();
     /** {@code checkpoint.localCacheMaxAge} (0: keep every store directory). */
@@ -178,7 +180,8 @@ public final class StoreCheckpoint {
      * {@code planner}'s plan from a listing of the store's directory. Outside the local file
      * system a listing that lacks a file the plan needs is taken again after a pause, up to
      * {@link #LISTING_LAG_PAUSES_MS} times: an object store's listing can lag a write that
-     * another host made (DESIGN 105). A file still missing then fails the plan, naming it.
+     * another host made (docs/decisions/105-object-store-puts-and-listings.md). A file still
+     * missing then fails the plan, naming it.
      */
     private <T> Planned<T> planned(Planner<T> planner) throws IOException {
         CheckpointFiles.Listing listing = files.list();
@@ -529,7 +532,8 @@ public final class StoreCheckpoint {
         long failedWrites = files.failedWrites();
         LocalFileCache c = cache;
         if (!listingGate.mustList(minVersionsToRetain, minVersionsToDelete, failedWrites)) {
-            // no listing (on an object store billed requests): nothing can be stale yet (DESIGN 105)
+            // no listing (on an object store billed requests): nothing can be stale yet
+            // (docs/decisions/105-object-store-puts-and-listings.md)
             if (c != null) {
                 c.markUsed();
                 c.sweepUnused(cacheMaxAgeMillis);
@@ -584,7 +588,7 @@ public final class StoreCheckpoint {
      * The SSTs the retained manifests reference, or null if one of them cannot be read: it
      * failed (logged), or it was never read here and there is no worker ({@code conn} null) to
      * read it. Without a worker those read before still count (a stopped session's store whose
-     * service is gone, maintained by a later session: DESIGN 87).
+     * service is gone, maintained by a later session: docs/decisions/087-stopped-session-cleanup.md).
      */
     private Set<String> referencedSsts(WorkerConnection conn, List<StateFileName> manifests) {
         LocalFileCache c = cache;

@@ -13,7 +13,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * The JVM's one pool of checkpoint transfer threads (DESIGN 25): daemon threads, as many as
+ * The JVM's one pool of checkpoint transfer threads (docs/decisions/025-transfer-pool.md): daemon
+ * threads, as many as
  * the largest {@code checkpoint.transferThreads} any store asked for; idle threads exit.
  * A caller runs a batch of transfers and waits for its own batch only; the first failure
  * cancels the rest of the batch and is thrown with its cause.

@@ -30,7 +30,7 @@ import org.apache.spark.sql.types.StructType;
  * provider's own code writes its files (the HDFS-backed provider's {@code 1.snapshot}, the
  * RocksDB provider's {@code 1.zip} and SSTs, its changelog checkpointing off in the session). A partition
  * without rows gets an empty version 1. Python moves the files into the query's checkpoint under
- * the migration's version (DESIGN 107).
+ * the migration's version (docs/decisions/107-migrate-between-providers.md).
  */
 public final class ProviderStores {
     private ProviderStores() {

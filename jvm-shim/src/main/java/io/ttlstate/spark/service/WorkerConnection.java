@@ -41,7 +41,7 @@ import org.slf4j.LoggerFactory;
  * <p>A request can also be sent ahead ({@link #callAhead}): the worker answers requests in
  * order, so its reply is read when {@link #await} asks for it or, kept in its {@link Pending},
  * before the reply of any later {@link #call}. The caller goes on meanwhile and the worker
- * works for it (a join's read-ahead of the next block, DESIGN 71).
+ * works for it (a join's read-ahead of the next block, docs/decisions/071-requests-sent-ahead.md).
  */
 public final class WorkerConnection implements Closeable {
     private static final Logger LOG = LoggerFactory.getLogger(WorkerConnection.class);

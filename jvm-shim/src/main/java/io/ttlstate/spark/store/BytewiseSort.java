@@ -4,7 +4,8 @@ import java.util.Arrays;
 
 /**
  * Keys in RocksDB's bytewise order (unsigned lexicographic), for a read-ahead's MULTI_GET
- * (DESIGN 88). A block's keys mostly differ within six bytes after the prefix they all share
+ * (docs/decisions/088-bytewise-sort.md). A block's keys mostly differ within six bytes after the
+ * prefix they all share
  * (an UnsafeRow key starts with its null bits), so each key's six bytes from there and its
  * index go into one {@code long}, a primitive sort orders those, and only keys whose six bytes
  * tie are compared whole. A comparator sort of 65,536 keys cost about 13 ms a block.

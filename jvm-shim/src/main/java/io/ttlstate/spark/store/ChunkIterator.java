@@ -28,7 +28,7 @@ import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
  * <p>With a {@link BlockListener} (a join's read-ahead) the iterator also reads ahead: while
  * the caller walks one chunk, the next is already decoded (the listener sees it, to ask for
  * what the caller reads next) and the one after that is asked for with ITER_NEXT sent ahead,
- * so the worker reads it meanwhile (DESIGN 71).
+ * so the worker reads it meanwhile (docs/decisions/071-requests-sent-ahead.md).
  */
 final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPair> implements Closeable {
     private final WorkerConnection conn;

@@ -11,7 +11,8 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 
 /**
- * What a stream-stream join reads for the rows of one side's input (docs/DESIGN.md 72): for
+ * What a stream-stream join reads for the rows of one side's input
+ * (docs/decisions/072-join-input-read-ahead.md): for
  * each row Spark reads the other side's count of the row's key and then each of its values
  * (to join), and this side's count (to append the row). For a block of rows this reads the
  * other side's counts of the block's keys, then the values they name, then this side's counts,
@@ -21,7 +22,8 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
  * through.
  */
 final class JoinInputReadAhead implements ReadAheadBlocks.Reader {
-    /** Rows per block: larger blocks of sorted keys ran the large join 3% slower (DESIGN 86). */
+    /** Rows per block: larger blocks of sorted keys ran the large join 3% slower
+     * (docs/decisions/086-sorted-read-ahead-blocks.md). */
     static final int MAX_ROWS_PER_BLOCK = 8192;
 
     private final StateStoreId thisCountsId;

@@ -15,7 +15,8 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
  * hands out is turned into the (key, index) keys the operator will read next, and the values
  * store fetches those its view cannot answer in one MULTI_GET into its cache. The MULTI_GET of
  * the next block is sent ahead, before the operator walks this one, so the worker reads it
- * meanwhile (with the counts iterator's own read-ahead of its next chunk, DESIGN 71).
+ * meanwhile (with the counts iterator's own read-ahead of its next chunk,
+ * docs/decisions/071-requests-sent-ahead.md).
  *
  * <p>Only for stores without TTL: a worker read under TTL may refresh or expire an entry, and
  * the operator may not read every value (eviction by key reads only the keys it removes).

@@ -17,13 +17,15 @@ final class ReadAheadBlocks implements Iterator<InternalRow> {
     /**
      * At most this many rows (and keys) per block. An aggregation's block goes to the worker
      * in one MULTI_GET of sorted keys, read in slices: the more keys, the more of them share
-     * a data block (DESIGN 86); a join's blocks stay smaller ({@link JoinInputReadAhead}).
+     * a data block (docs/decisions/086-sorted-read-ahead-blocks.md); a join's blocks stay smaller
+     * ({@link JoinInputReadAhead}).
      */
     static final int MAX_ROWS_PER_BLOCK = 1 << 16;
     /** Rows passed through untouched before the reader is asked again whether it has room. */
     static final int PASS_THROUGH_ROWS = 8192;
 
-    /** What a block's keys will read, asked for ahead (docs/DESIGN.md 68, 72). */
+    /** What a block's keys will read, asked for ahead
+     * (docs/decisions/068-aggregation-read-ahead.md, docs/decisions/072-join-input-read-ahead.md). */
     interface Reader {
         /** How many rows the next block may hold (0: no read-ahead). */
         int room();

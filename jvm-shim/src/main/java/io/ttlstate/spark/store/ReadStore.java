@@ -17,7 +17,8 @@ import org.slf4j.LoggerFactory;
  * window's restore step), its own transaction ends and its reads go through the write store's
  * transaction from then on, as with Spark's RocksDB provider, where the upgraded read store is
  * the write store: Spark never ends an upgraded read store, and a second transaction would
- * keep the writer from writing straight into the database (docs/DESIGN.md 35, 40).
+ * keep the writer from writing straight into the database
+ * (docs/decisions/035-write-store-ends-read-store.md, docs/decisions/040-direct-write-transactions.md).
  */
 public final class ReadStore extends AbstractStore {
     private static final Logger LOG = LoggerFactory.getLogger(ReadStore.class);

@@ -90,7 +90,7 @@ public final class RemoteStore {
     private long recordsSinceSnapshot;
     /**
      * A snapshot maintenance round found a snapshot due while a write store was writing: the
-     * next commit snapshots (DESIGN 100).
+     * next commit snapshots (docs/decisions/100-snapshot-at-commit-when-due.md).
      */
     private boolean snapshotDue;
     /** The store's settings as the worker resolved them at OPEN. */
@@ -299,7 +299,8 @@ public final class RemoteStore {
     /**
      * The worker that serves a store: every store of one task (a query's partition: the four
      * stores of a join, the stores of operators in one stage) on one worker, and consecutive
-     * partitions, which Spark runs side by side, on different workers (DESIGN 56).
+     * partitions, which Spark runs side by side, on different workers
+     * (docs/decisions/056-task-stores-share-a-worker.md).
      */
     static int workerFor(StateStoreId id, int workers) {
         return Math.floorMod(id.checkpointRootLocation().hashCode() + id.partitionId(), workers);
@@ -467,7 +468,7 @@ public final class RemoteStore {
             if (settings.viewUsable(txn.batchTimestampMs()) && txn.isDirect()) {
                 view.advance(store.version(), newVersion, txn.batchTimestampMs()); // it followed the writes
             } else if (settings.viewUsable(txn.batchTimestampMs())) {
-                if (txn.stampsUnstamped()) { // the stamps the worker made at BEGIN, in this version (DESIGN 104)
+                if (txn.stampsUnstamped()) { // the stamps the worker made at BEGIN, in this version (docs/decisions/104-event-time-jvm-view.md)
                     view.stamped(store.version(), txn.batchTimestampMs(), settings.ttlMs);
                 }
                 view.committed(store.version(), newVersion, txn.written(), RemoteTxn.TOMBSTONE, txn.writeExpiry(),
@@ -500,7 +501,7 @@ public final class RemoteStore {
      * worker's database left it at no version: the next store reloads it from the checkpoint.
      * One that kept its writes apart but read with refresh on read left the worker's refreshed
      * expiries in the view, for the committed version, as one under EventTime may have left
-     * the stamped expiries (DESIGN 104): its values are forgotten.
+     * the stamped expiries (docs/decisions/104-event-time-jvm-view.md): its values are forgotten.
      */
     synchronized void writeEnded(WriteStore store, boolean committed) {
         if (writer == store) {
@@ -562,7 +563,8 @@ public final class RemoteStore {
      * Without it the coordinator counts the store as lagging once enough versions passed and
      * forces a snapshot at every commit ({@code forceSnapshotOnCommit}); without the report at
      * a load, a store of a new query run has no upload time, so it lags as soon as its version
-     * is far enough from 0, whatever the time lag rule says (DESIGN 36).
+     * is far enough from 0, whatever the time lag rule says
+     * (docs/decisions/036-snapshot-reports-to-coordinator.md).
      */
     private void reportSnapshotUploaded(long version) {
         if (!SparkCompat.atLeast(4, 1) || !storeConf.reportSnapshotUploadLag()) { // 4.1+
@@ -597,7 +599,8 @@ public final class RemoteStore {
 
     /**
      * Changelog bytes, or write records, after the last snapshot from which maintenance
-     * snapshots whatever {@code minDeltasForSnapshot} says (DESIGN 103): as Spark's RocksDB
+     * snapshots whatever {@code minDeltasForSnapshot} says
+     * (docs/decisions/103-large-changelog-snapshots.md): as Spark's RocksDB
      * provider snapshots a version whose changelog holds over 10,000 entries, so a restart
      * replays little. Bytes catch what a load replayed (its record count is unknown here);
      * records catch well-compressed changelogs (small keys and values: about 1.3 bytes a record).
@@ -608,7 +611,7 @@ public final class RemoteStore {
     /**
      * Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs, or
      * {@link #SNAPSHOT_AFTER_CHANGELOG_BYTES} or {@link #SNAPSHOT_AFTER_RECORDS} of them, followed the last snapshot; while a write
-     * store writes, its commit does (DESIGN 100).
+     * store writes, its commit does (docs/decisions/100-snapshot-at-commit-when-due.md).
      */
     public synchronized void snapshotMaintenance() {
         if (closed || !connectionUsable() || loadedVersion <= 0) {
@@ -653,7 +656,7 @@ public final class RemoteStore {
         maintainStore();
         WorkerConnection c;
         synchronized (this) {
-            c = closed || !connectionUsable() ? null : conn; // none to a stopped service (DESIGN 87)
+            c = closed || !connectionUsable() ? null : conn; // none to a stopped service (docs/decisions/087-stopped-session-cleanup.md)
         }
         try {
             int maxDelete = SparkCompat.atLeast(4, 1) ? storeConf.maxVersionsToDeletePerMaintenance() : -1; // 4.1+
@@ -714,7 +717,7 @@ public final class RemoteStore {
      * Spark's maintenance unloads a provider it finds inactive, or whose maintenance failed,
      * whatever its tasks are doing; a task with a transaction open here keeps it: the store
      * closes when that task ends, as the close of Spark's RocksDB provider waits for the lock
-     * its task holds (DESIGN 89).
+     * its task holds (docs/decisions/089-unload-during-task.md).
      */
     public void close() {
         TaskContext task;

@@ -26,7 +26,8 @@ import io.ttlstate.spark.ttl.TtlRule;
  * store's {@link CachedVersionView} (a cached value, or the Bloom filter's "absent") and only then
  * the worker, with GET, which needs no flush: the worker lacks only what {@code written} holds.
  *
- * <p>A direct transaction (the worker writes it straight into its database, DESIGN 40)
+ * <p>A direct transaction (the worker writes it straight into its database,
+ * docs/decisions/040-direct-write-transactions.md)
  * updates the view as it writes and keeps in {@code written} only the writes not sent yet;
  * its commit just moves the view on. Any other keeps all its writes in {@code written}, and
  * its commit applies them to the view. Not thread-safe; one per store.
@@ -48,7 +49,8 @@ final class RemoteTxn {
     private final long writeExpiry;
     /**
      * EventTime, a write transaction at a watermark past 0: the worker stamped the store's
-     * UNSTAMPED entries with this watermark at BEGIN (DESIGN 104), which the view follows.
+     * UNSTAMPED entries with this watermark at BEGIN (docs/decisions/104-event-time-jvm-view.md),
+     * which the view follows.
      */
     private final boolean stampsUnstamped;
     private final StoreMetrics metrics;
@@ -197,7 +199,8 @@ final class RemoteTxn {
      * (or the worker's answer to a read of it, {@link #answered}) knows and it matters:
      * {@link CachedVersionView#NOT_STORED}, {@link CachedVersionView#STORED_UNKNOWN}, or the
      * stored entry's {@code expiresAt} ({@link CachedVersionView#stored}). With TTL (a
-     * transaction whose clock the JVM knows: the view's, DESIGN 102) only a live entry's, as
+     * transaction whose clock the JVM knows: the view's,
+     * docs/decisions/102-ttl-batch-clock-fast-paths.md) only a live entry's, as
      * the worker deletes expired ones on its own (cleanup on read, incremental cleanup,
      * compaction filter) but never a live one, and "not stored" only from the key filter,
      * which holds every stored key; the worker takes the old entry's timestamp for its
@@ -432,7 +435,8 @@ final class RemoteTxn {
         return values;
     }
 
-    /** Key bytes one MULTI_GET request asks at most (half a frame; at least one key): DESIGN 99. */
+    /** Key bytes one MULTI_GET request asks at most (half a frame; at least one key):
+     * docs/decisions/099-multi-get-request-limit.md. */
     static final long MULTI_GET_REQUEST_BYTES = Op.MAX_FRAME / 2;
 
     /**
@@ -671,7 +675,8 @@ final class RemoteTxn {
      * copied out as walked ({@link CachedVersionView#entriesIfComplete}); a prefix's: one chunk
      * copied now ({@link CachedVersionView#withPrefixIfComplete}), in the cache's order: Spark
      * requires no order of a prefix scan (HDFSBackedStateStoreProvider's is a hash set's), and
-     * sorting a group of 100 keys cost more than finding and copying it (DESIGN 74).
+     * sorting a group of 100 keys cost more than finding and copying it
+     * (docs/decisions/074-prefix-scans-from-complete-view.md).
      */
     private java.util.Iterator<byte[][][]> residentEntries(byte[] prefix) {
         if (view == null || !settings.readsLikeTheWorker(true) || ended) {

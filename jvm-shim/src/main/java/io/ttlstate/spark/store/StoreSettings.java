@@ -65,7 +65,8 @@ final class StoreSettings {
      * view (cache and filter): the JVM must know the transaction's clock, which it does
      * without TTL, with the batch clock of a known batch, and under EventTime with the
      * watermark of a known batch (the JVM follows the worker's stamping of the entries written
-     * before the watermark started, DESIGN 104). Never under ProcessingTime (the clock moves
+     * before the watermark started, docs/decisions/104-event-time-jvm-view.md). Never under
+     * ProcessingTime (the clock moves
      * with every access).
      */
     boolean viewUsable(long batchTimestampMs) {
@@ -82,7 +83,7 @@ final class StoreSettings {
      * {@code ReturnExpiredIfNotCleanedUp} (a worker read that cleans an expired entry up
      * changes what the operator's read returns; the view need not hold the expired entries a
      * scan returns), nor, for scans, when the cleanup counts every record an iterator returns
-     * (DESIGN 102).
+     * (docs/decisions/102-ttl-batch-clock-fast-paths.md).
      */
     boolean readsLikeTheWorker(boolean scan) {
         return ttlMs == 0 || (!ttlRefreshOnRead && !ttlReturnExpired && !(scan && ttlCountsEveryRecord));

@@ -32,7 +32,8 @@ public final class TtlRule {
     }
 
     /**
-     * EventTime (the clock is the batch's watermark, DESIGN 61): the expiry time of a write at
+     * EventTime (the clock is the batch's watermark, docs/decisions/061-event-time-ttl.md): the
+     * expiry time of a write at
      * {@code clock}. At watermark 0 ("no watermark yet", and below) the worker stamps the write
      * UNSTAMPED ({@code Long.MAX_VALUE}), which never expires: {@link #NEVER}, not
      * {@code expiresAt(0, ttlMs)}. {@code ttlstate.ttl.event_time.stamp}.
@@ -49,7 +50,7 @@ public final class TtlRule {
      * JVM cannot tell UNSTAMPED from a time saturated by {@code ts + ttlMs}, but such an entry
      * was written at a watermark {@code ts >= NEVER - ttlMs}, and the watermark never goes back
      * ({@code clock >= ts}), so {@code expiresAt(clock, ttlMs)} is {@link #NEVER} for it too
-     * (DESIGN 104).
+     * (docs/decisions/104-event-time-jvm-view.md).
      */
     public static long eventTimeStamped(long expiresAt, long clock, long ttlMs) {
         return expiresAt == NEVER && clock > 0 ? expiresAt(clock, ttlMs) : expiresAt;
