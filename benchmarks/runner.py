@@ -44,7 +44,7 @@ TTL_KEY = "spark.sql.streaming.stateStore.ttlstate.ttl"
 # id: (label, provider class, confs)
 VARIANTS = {
     "ttlstate": ("ttlstate", TTLSTATE, {}),
-    # set up as the README's spark-submit example: the jar and the provider class, no ttlstate.configure
+    # set up as the documented spark-submit example (docs/guide/spark-submit.md): the jar and the provider class, no ttlstate.configure
     "ttlstate-plain": ("ttlstate, plain session", TTLSTATE, {}),
     # TTL on (ttlstate.configure's session): one no entry reaches in the run, and one entries
     # reach every few batches (the cleanup's work is in the expired-entry counters)

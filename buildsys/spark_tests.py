@@ -21,8 +21,8 @@ The `stock` side runs with an empty spark-defaults.conf and no sitecustomize.
 
 Each difference (a test passed on one side and not the other) is reported; those that match an
 EXPECTED_REFUSALS entry (the test id matches its pattern and ttlstate's failure names its error)
-are expected: Spark 4.3 accepts only its own RocksDB provider there (README, "What ttlstate does
-not serve"; tests/test_spark_tests.py checks that the README and this list agree). The exit
+are expected: Spark 4.3 accepts only its own RocksDB provider there (docs/guide/operators.md,
+"What ttlstate does not serve"; tests/test_spark_tests.py checks that the page and this list agree). The exit
 status is 0 only when every other difference is gone.
 """
 
@@ -91,7 +91,7 @@ class Refusal:
         return fnmatch.fnmatchcase(test_id, self.tests) and self.error in message
 
 
-# Keep in step with README.md, "What ttlstate does not serve" (tests/test_spark_tests.py).
+# Keep in step with docs/guide/operators.md, "What ttlstate does not serve" (tests/test_spark_tests.py).
 TWS_REFUSED = "UNSUPPORTED_FEATURE.STORE_BACKEND_NOT_SUPPORTED_FOR_TWS"
 REPARTITION = "pyspark.sql.tests.streaming.test_streaming_offline_state_repartition."
 EXPECTED_REFUSALS = (

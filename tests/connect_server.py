@@ -1,5 +1,5 @@
-"""A Spark Connect server as its own process, started with the README's command line
-("Spark Connect"), for tests: a free port, wait until it listens, stop it and everything it
+"""A Spark Connect server as its own process, started with the documented command line
+(docs/guide/connect.md), for tests: a free port, wait until it listens, stop it and everything it
 started (the JVM and its store services), and say what survived."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ README_PORT = "spark.connect.grpc.binding.port=15002"
 
 
 def readme_command() -> str:
-    """The server command of the README's "Spark Connect" section, as written."""
-    section = (ROOT / "README.md").read_text().split("### Spark Connect", 1)[1].split("\n### ", 1)[0]
+    """The server command of docs/guide/connect.md, as written."""
+    section = (ROOT / "docs" / "guide" / "connect.md").read_text()
     return textwrap.dedent(re.search(r"```bash\n(.*?)```", section, re.S).group(1)).strip()
 
 
@@ -33,7 +33,7 @@ def free_port() -> int:
 
 
 def env() -> dict[str, str]:
-    """The environment the README asks for: this venv's Python first on PATH."""
+    """The environment the documentation asks for: this venv's Python first on PATH."""
     drop = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
     base = {k: v for k, v in os.environ.items() if k not in drop}
     return dict(base, PATH=f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
@@ -41,7 +41,7 @@ def env() -> dict[str, str]:
 
 class ConnectServer:
     """`with ConnectServer(command, log) as server:` runs `command` (a bash line holding the
-    README's port conf) on a free port; `server.url` is its `sc://` address."""
+    documented port conf) on a free port; `server.url` is its `sc://` address."""
 
     def __init__(self, command: str, log: pathlib.Path, start_timeout: float = 240):
         assert README_PORT in command, command

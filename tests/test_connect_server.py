@@ -1,5 +1,5 @@
-"""Spark Connect against a separately started server (issue 19, item 4): the README's server
-command line, run as its own process on a free port, serves a streaming query with TTL from a
+"""Spark Connect against a separately started server (issue 19, item 4): the documented server
+command line (docs/guide/connect.md), run as its own process on a free port, serves a streaming query with TTL from a
 Connect client (`SparkSession.builder.remote("sc://localhost:PORT")`); the rows match Spark's
 HDFS provider through the same server and a plain model of the TTL; stopping the server leaves
 no process behind. A server without the jar, with a jar of another ttlstate version, or without

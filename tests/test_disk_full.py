@@ -2,8 +2,8 @@
 once space returns.
 
 The store service keeps its stores' RocksDB files under the executor's Spark local dir, or
-under `java.io.tmpdir` when that path is too long for a Unix socket (README "On a
-cluster"). A subprocess driver is started with a long `spark.local.dir` (shuffle files
+under `java.io.tmpdir` when that path is too long for a Unix socket (docs/guide/clusters.md,
+"On a cluster"). A subprocess driver is started with a long `spark.local.dir` (shuffle files
 stay on the normal disk) and `java.io.tmpdir` on a small tmpfs: the stores live there.
 It runs half of the input, the test fills the tmpfs, the next run must fail naming the
 lack of space, the test frees the space, and the next run must complete: the output of all

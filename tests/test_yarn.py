@@ -1,7 +1,7 @@
 """ttlstate on YARN (issue 44): `spark-submit --master yarn`, client and cluster deploy modes, of
 a PySpark stateful query (the aggregation and dropDuplicatesWithinWatermark with TTL) on a
 MiniYARNCluster of 2 NodeManagers (tests/yarn_cluster.py), its checkpoint on a MiniDFSCluster;
-ttlstate's jar through `--jars` and its Python as the README's alternative to a packed
+ttlstate's jar through `--jars` and its Python as the documentation's (docs/guide/clusters.md) alternative to a packed
 environment says (the same Python, with ttlstate installed, on every node:
 `spark.pyspark.python`). The executors in YARN containers start the store service; in client
 mode an executor's container is SIGKILLed mid-stream. The output is batch for batch the HDFS
