@@ -92,6 +92,9 @@ def child_env(upgrade: pathlib.Path, require: list[str]) -> dict:
            if k not in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH",
                         "VIRTUAL_ENV", "TTLSTATE_TEST_CACHE_DIR")}
     env["TTLSTATE_UPGRADE_DIR"] = str(upgrade)
+    # the smoke subset starts few JVMs: dumping a class-data-sharing archive for each line
+    # (tests/jvm_archive.py, about 30 s) would cost more than it saves
+    env["TTLSTATE_TEST_JVM_ARCHIVE"] = "0"
     if require:
         env["TTLSTATE_UPGRADE_REQUIRE"] = ",".join(require)
     return env

@@ -1,5 +1,6 @@
 """`python -m ttlstate migrate`: move a stopped query's state between Spark's HDFS-backed
-provider, its RocksDB provider and ttlstate, so the query goes on where it stopped (DESIGN 107).
+provider, its RocksDB provider and ttlstate, so the query goes on where it stopped
+(docs/decisions/107-migrate-between-providers.md).
 The steps below are those to ttlstate; to one of Spark's providers, step 3 is that provider's
 own code (`io.ttlstate.spark.migrate.ProviderStores`) writing version 1 of each store in a
 scratch directory, moved into the checkpoint as version L + 1 (no TTL timestamps).

@@ -22,6 +22,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import jvm_archive  # noqa: E402
 import streaming  # noqa: E402
 
 TTLSTATE = streaming.TTLSTATE
@@ -106,8 +107,9 @@ def spark(_session_holder):
 def no_other_stores_loaded(spark):
     """Unloads every store an earlier test left loaded (Spark's `StateStore.stop()`; its
     maintenance unloads them only 60 s or more later in a full suite). The caches of a JVM with
-    the same `cache.maxBytes` share one budget (DESIGN 69), so a test that counts cache misses
-    counts its own queries' only, whatever ran before it in the session."""
+    the same `cache.maxBytes` share one budget (docs/decisions/069-view-takes-back-its-share.md),
+    so a test that counts cache misses counts its own queries' only, whatever ran before it in
+    the session."""
     import streaming
     streaming.state_store(spark).stop()
 
@@ -184,15 +186,18 @@ def pytest_configure(config):
     (`JDK_JAVA_OPTIONS`, which the `java` launcher reads): Spark's local and artifact dirs,
     lz4-java's library, ttlstate's default cache dir, which a JVM that a test kills, or a server
     started as the README says, would otherwise leave in /tmp. Subprocesses inherit both, and
-    the test JVM flags (TEST_JVM_FLAGS) with them."""
+    the test JVM flags (TEST_JVM_FLAGS) with them, and the class-data-sharing archive of Spark's
+    driver (tests/jvm_archive.py; TTLSTATE_TEST_JVM_ARCHIVE=0 goes without)."""
     if "TTLSTATE_TEST_CACHE_DIR" not in os.environ:
         run = config._ttlstate_run_dir = tempfile.mkdtemp(prefix="ttlstate-test-")
         cache, jvm_tmp = os.path.join(run, "cache"), os.path.join(run, "jvm")
         os.mkdir(cache)
         os.mkdir(jvm_tmp)
         os.environ["TTLSTATE_TEST_CACHE_DIR"] = cache
+        archive = jvm_archive.ensure(TEST_JVM_FLAGS) if os.environ.get("TTLSTATE_TEST_JVM_ARCHIVE", "1") != "0" else None
         os.environ["JDK_JAVA_OPTIONS"] = " ".join(filter(None, [
-            os.environ.get("JDK_JAVA_OPTIONS", ""), TEST_JVM_FLAGS, f"-Djava.io.tmpdir={jvm_tmp}"]))
+            os.environ.get("JDK_JAVA_OPTIONS", ""), TEST_JVM_FLAGS, archive and jvm_archive.jdk_options(archive),
+            f"-Djava.io.tmpdir={jvm_tmp}"]))
 
 
 def pytest_unconfigure(config):

@@ -165,9 +165,6 @@ def test_the_decision_log_is_one_file_per_decision():
 
 # Files others are changing while this check was written; they still cite by number and are
 # converted when their change lands. Nothing else may.
-BARE_CITATIONS_ALLOWED = {"tests/conftest.py", "provider/migrate.py"}
-
-
 def test_every_cited_decision_exists_and_no_bare_design_number_remains():
     cited = 0
     suffixes = (".py", ".java", ".scala", ".md", ".gradle", ".toml", ".tsv", ".yml", "Makefile")
@@ -177,8 +174,7 @@ def test_every_cited_decision_exists_and_no_bare_design_number_remains():
             cited += 1
             assert (DECISIONS / name).exists(), f"{rel} cites docs/decisions/{name}"
         bare = re.findall(r"DESIGN(?:\.md)?,?\s+(?:entry |decision )?\d", text)
-        if str(rel) not in BARE_CITATIONS_ALLOWED:
-            assert not bare, f"{rel} cites the design by number: {bare}; cite docs/decisions/NNN-title.md"
+        assert not bare, f"{rel} cites the design by number: {bare}; cite docs/decisions/NNN-title.md"
         assert "shared/" not in text or str(rel) == "tests/test_docs.py", f"{rel} cites shared/, outside the repo"
     assert cited > 100
 
