@@ -131,7 +131,7 @@ def _code_environment_variables():
     """The TTLSTATE_* environment variables the code, the tests or the build read."""
     names = set()
     for _, p in _repo_files(".py"):
-        names |= set(re.findall(r'(?:environ\.get\(|environ\[|getenv\()"(TTLSTATE_[A-Z_]+)"', p.read_text()))
+        names |= set(re.findall(r'(?:environ\.get\(|environ\[|getenv\(|repetitions\()"(TTLSTATE_[A-Z_]+)"', p.read_text()))
     return names | set(re.findall(r"\b(TTLSTATE_[A-Z_]+)\b", (ROOT / "Makefile").read_text()))
 
 
