@@ -39,8 +39,20 @@ def main(spec: dict):
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel(spec.get("log_level", "ERROR"))
+    if "runs" not in spec:
+        out = _run_queries(spark, spec, spec["checkpoint"], spec["queries"])
+    else:  # run_each: the rows first, then each checkpoint's queries
+        import state_rows
+        out = {"rows": state_rows.rows(spark, spec["rows"]),
+               "runs": {label: _run_queries(spark, spec, root, queries) for label, (root, queries) in spec["runs"].items()}}
+    with open(spec["out_file"], "w") as f:
+        json.dump(out, f)
+    spark.stop()
+
+
+def _run_queries(spark, spec: dict, checkpoint: str, queries: list) -> dict:
     out = {}
-    for name in spec["queries"]:
+    for name in queries:
         build, mode = QUERIES[name]
         batches = {}
 
@@ -51,13 +63,11 @@ def main(spec: dict):
 
         inputs = [st.read_events(spark, spec["input"]) for _ in range(2 if name == "join" else 1)]
         q = (build(*inputs).writeStream.outputMode(mode).foreachBatch(collect)
-             .option("checkpointLocation", f"{spec['checkpoint']}/{name}").trigger(availableNow=True).start())
+             .option("checkpointLocation", f"{checkpoint}/{name}").trigger(availableNow=True).start())
         q.awaitTermination(600)
         progress = [json.loads(p.json) for p in q.recentProgress]
         out[name] = {"batches": batches, "ttlstate_metrics": st.served_by(progress, st.TTLSTATE)}
-    with open(spec["out_file"], "w") as f:
-        json.dump(out, f)
-    spark.stop()
+    return out
 
 
 def run(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, **kw) -> dict:
@@ -66,6 +76,14 @@ def run(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dic
     code, log = _drive(work, tag, provider, checkpoint, confs, **kw)
     assert code == 0, f"{tag} exited {code}:\n{log[-4000:]}"
     return json.loads((work / f"{tag}.json").read_text())
+
+
+def run_each(work: pathlib.Path, tag: str, provider: str, runs: dict, confs: dict, rows: list) -> tuple[dict, dict]:
+    """One driver where `run` would take several (each a JVM started): Spark's state data source
+    first reads `rows` (as `state_rows.read` does), then the queries of each of `runs` ({label:
+    (checkpoint, queries)}) run in turn; returns ({label: output as `run` gives}, rows)."""
+    out = run(work, tag, provider, "", confs, runs={k: [ck, list(q)] for k, (ck, q) in runs.items()}, rows=rows)
+    return out["runs"], out["rows"]
 
 
 def batches_written(work: pathlib.Path, tag: str) -> dict:
@@ -87,10 +105,10 @@ def run_failing(work: pathlib.Path, tag: str, provider: str, checkpoint: str, co
 
 def _drive(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, *, queries=("agg", "dedup"),
            driver_classpath=(), while_running=None, timeout_s: float = 900,
-           log_level: str = "ERROR") -> tuple[int | None, str]:
+           log_level: str = "ERROR", **each) -> tuple[int | None, str]:
     spec = dict(queries=list(queries), input=str(work / "events"), checkpoint=checkpoint,
                 out_file=str(work / f"{tag}.json"), driver_classpath=list(driver_classpath),
-                confs={**confs, st.PROVIDER_CLASS_KEY: provider}, log_level=log_level)
+                confs={**confs, st.PROVIDER_CLASS_KEY: provider}, log_level=log_level, **each)
     proc, log, log_path = st.spawn_spec_process(str(HERE / "checkpoint_pipeline.py"), spec, work, tag)
     try:
         if while_running is not None:

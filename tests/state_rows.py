@@ -34,8 +34,16 @@ def main(spec: dict):
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    out = rows(spark, spec["checkpoints"])
+    with open(spec["out_file"], "w") as f:
+        json.dump(out, f)
+    spark.stop()
+
+
+def rows(spark, checkpoints: list) -> dict:
+    """{checkpoint path: sorted rows} of `checkpoints` (as in the spec), read in `spark`."""
     out = {}
-    for ck in spec["checkpoints"]:
+    for ck in checkpoints:
         ck, batch, confs = (([ck] if isinstance(ck, str) else list(ck)) + [None, None])[:3]
         reader = spark.read.format("statestore").option("path", ck).option("operatorId", 0)
         if batch is not None:
@@ -44,9 +52,7 @@ def main(spec: dict):
             reader = reader.option("joinSide", "left")
         with st.session_confs(spark, confs or {}):
             out[ck] = sorted(json.dumps(st.to_plain(r), default=str, sort_keys=True) for r in reader.load().collect())
-    with open(spec["out_file"], "w") as f:
-        json.dump(out, f)
-    spark.stop()
+    return out
 
 
 if __name__ == "__main__":

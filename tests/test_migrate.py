@@ -77,8 +77,9 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
                                                   queries=queries)
             shutil.copytree(tmp_path / "ck", tmp_path / "ck-source")
             continue
-        reference[2] = pipeline.run(tmp_path, "source-2", source, str(tmp_path / "ck-source"), confs, queries=queries)
         cks = [str(tmp_path / "ck" / q) for q in queries]
+        # one driver, after the migration, reads the state and runs the second part three ways
+        each = {"source": (str(tmp_path / "ck-source"), queries), "migrated": (str(tmp_path / "ck"), queries)}
         if case == "rocksdb-to-ttlstate":
             # killed once its first SST is in the checkpoint: the query still runs on its source
             # (a copy of it, run on to the end, gives the source's output), then it is run again
@@ -87,10 +88,7 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
             _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
                 n.endswith(".sst") for n in os.listdir(sst_dir)), tmp_path / "tmp-killed-sst")
             shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
-            killed = pipeline.run(tmp_path, "killed-2", source, str(tmp_path / "ck-killed"), confs,
-                                  queries=queries[:1])
-            assert not killed[queries[0]]["ttlstate_metrics"]
-            assert killed[queries[0]]["batches"] == reference[2][queries[0]]["batches"]
+            each["killed"] = (str(tmp_path / "ck-killed"), queries[:1])
             _refused_while_the_query_writes(tmp_path / "tmp-running", cks[0])
         if case in ("ttlstate-to-hdfs", "hdfs-to-ttlstate"):
             # killed while the target provider writes its stores in a temporary directory, or
@@ -118,16 +116,20 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
             stamp = json.loads(open(os.path.join(cks[0], "offsets", str(done[0]["batch"]))).read().split("\n")[1])
             entries = [e for p in (0, 1) for e in cli_json("dump", cks[0], "--operator", 0, "--partition", p)["entries"]]
             assert entries and {e["ttlTimestampMs"] for e in entries} == {stamp["batchTimestampMs"]}, entries[:3]
-        # the state right before the migration: batch L's, read from the copy of the
-        # checkpoint taken before it (its provider keeps the versions the second part passed)
+        # the state right before the migration: batch L's, read from the copy of the checkpoint
+        # taken before it; right after it: the migrated checkpoint's last. Then the second part,
+        # on the copy (the source provider's output), on the migrated checkpoint, whose session
+        # still says the source provider (the offset log decides), and on the killed one's copy
         sources = [str(tmp_path / "ck-source" / q) for q in queries]
-        rows = state_rows.read(tmp_path, "rows", [[c, r["batch"]] for c, r in zip(sources, done)] + cks, confs)
+        outs, rows = pipeline.run_each(tmp_path, "part-2", source, each, {**confs, **TTL},
+                                       rows=[[c, r["batch"]] for c, r in zip(sources, done)] + cks)
         for ck, source_ck in zip(cks, sources):
             before, after = rows[source_ck], rows[ck]
             assert after == before and len(before) > 5, (ck, len(before), len(after))
-        # the second part's session still says the source provider: the offset log decides
-        runs[part] = pipeline.run(tmp_path, "migrated-2", source, str(tmp_path / "ck"), {**confs, **TTL},
-                                  queries=queries)
+        reference[2], runs[part] = outs["source"], outs["migrated"]
+        if "killed" in outs:  # the killed migration left a checkpoint that runs on its source
+            assert not outs["killed"][queries[0]]["ttlstate_metrics"]
+            assert outs["killed"][queries[0]]["batches"] == reference[2][queries[0]]["batches"]
     for q in queries:
         assert runs[1][q]["ttlstate_metrics"] == reference[2][q]["ttlstate_metrics"] == (source == TTLSTATE), q
         assert runs[2][q]["ttlstate_metrics"] == (target == TTLSTATE), q
