@@ -1,6 +1,8 @@
 """The documents tell the truth about configuration, metrics, error classes, commands and the
 design's decisions (checked, sqlite-utils style), and the docs site builds."""
 
+import functools
+import os
 import pathlib
 import re
 import subprocess
@@ -21,11 +23,24 @@ ALL_DOCS = "\n".join(USER_DOCS.values())
 DECLARED = {e.key: e.default for e in conf.REGISTRY}
 
 
+@functools.lru_cache(maxsize=None)
+def _all_repo_files() -> tuple:
+    """(path relative to the root, path) of the checkout's files, not walking into the
+    directories of builds and virtual environments (the matrix's venvs hold pyspark)."""
+    skip = {".git", "build", "site", ".venvs", ".venv", "node_modules", "__pycache__", ".gradle",
+            ".pytest_cache", ".benchmarks", "spark-warehouse", "metastore_db"}
+    out = []
+    for d, dirs, names in os.walk(ROOT):
+        dirs[:] = sorted(n for n in dirs if n not in skip and not n.endswith(".egg-info"))
+        for n in sorted(names):
+            p = pathlib.Path(d, n)
+            out.append((p.relative_to(ROOT), p))
+    return tuple(out)
+
+
 def _repo_files(*suffixes):
-    skip = {".git", "build", "site", ".venvs", ".venv", "node_modules", "__pycache__", ".gradle"}
-    for p in ROOT.rglob("*"):
-        rel = p.relative_to(ROOT)
-        if p.is_file() and not skip & set(rel.parts) and (p.suffix in suffixes or p.name in suffixes):
+    for rel, p in _all_repo_files():
+        if p.suffix in suffixes or p.name in suffixes:
             yield rel, p
 
 
@@ -118,6 +133,7 @@ def test_documented_metrics_are_declared_by_the_shim():
         assert f'"{name}"' in src, name
 
 
+@functools.lru_cache(maxsize=None)
 def _code_error_classes():
     python = set()
     for _, p in _repo_files(".py"):
@@ -127,6 +143,7 @@ def _code_error_classes():
     return python | set(re.findall(r'= "(TTLSTATE_[A-Z_]+)"', java))
 
 
+@functools.lru_cache(maxsize=None)
 def _code_environment_variables():
     """The TTLSTATE_* environment variables the code, the tests or the build read."""
     names = set()
