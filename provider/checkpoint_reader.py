@@ -22,11 +22,10 @@ import os
 import re
 import shutil
 import struct
-import tempfile
 from typing import Callable, Iterator
 from urllib.parse import unquote
 
-from . import layout, manifest, statefile
+from . import layout, manifest, scratch, statefile
 from .engine import db_items, file_crc32
 from .errors import (CorruptFileError, NoStateError, NotACheckpointError,
                      UnknownStateError)
@@ -402,7 +401,7 @@ def materialise(store_dir: StoreDir, version: int | None = None) -> Iterator[Loa
         ttl = TtlConfig()
     else:
         ttl = TtlConfig(ttl_ms=_READ_TTL_MS, compaction_filter=bool(db_ttl))
-    tmp = tempfile.mkdtemp(prefix="ttlstate-read-")
+    tmp = scratch.mkdtemp("read")
     store = None
     try:
         store = Store(f"op={store_dir.operator},part={store_dir.partition},name={store_dir.name}",
@@ -539,7 +538,7 @@ def _store_names(part_dir: str) -> set[str]:
     names = set()
     for e in _scandir(part_dir):
         if e.is_dir():
-            if e.name not in (layout.SST_DIR, _META_DIR) and not e.name.startswith("."):
+            if e.name not in (layout.SST_DIR, layout.ROCKSDB_PROVIDER_SST_DIR, _META_DIR) and not e.name.startswith("."):
                 names.add(e.name)
         elif parse_state_file(e.name):
             names.add(DEFAULT_STORE)

@@ -22,7 +22,7 @@ import time
 from . import checkpoint_reader as cr
 from . import migrate, remote_checkpoint, repartition, statefile, unsaferow
 from .conf import PREFIX
-from .errors import MigrateRunningError, RepartitionNotStoppedError, TtlstateError
+from .errors import MigrateRunningError, MigrateUnsupportedError, RepartitionNotStoppedError, TtlstateError
 from .ttl import event_time, expiration_ts
 from .ttl import config as ttl_config
 from .ttl.config import TimeCharacteristic
@@ -152,13 +152,18 @@ def _parser() -> argparse.ArgumentParser:
                         "With TTL on (--ttl, or the query's TTL settings as --conf), every entry "
                         "gets the TTL timestamp of that batch (its watermark under EventTime). "
                         "Stop the query first. Interrupted, the checkpoint still runs on its "
-                        "source provider; run the command again.")
+                        "source provider; run the command again. Several checkpoint locations "
+                        "(the queries of one application) are all checked before any is "
+                        "changed, then migrated one after another in one Spark session.")
     location(sp)
+    sp.add_argument("more_locations", nargs="*", metavar="checkpointLocation",
+                    help="more checkpoint locations to migrate the same way")
     sp.add_argument("--to", required=True, choices=migrate.TARGETS, help="the target provider")
     sp.add_argument("--ttl", metavar="DURATION", help="the TTL the query will run with on ttlstate")
     sp.add_argument("--dry-run", action="store_true",
                     help="read the state and print what would be migrated; change nothing")
-    sp.add_argument("--json", action="store_true", help="print one JSON document")
+    sp.add_argument("--json", action="store_true",
+                    help="print one JSON document (with several locations, an array of them)")
     sp.set_defaults(run=_migrate)
     return p
 
@@ -545,15 +550,41 @@ def _repartition(args) -> int:
 
 def _migrate(args) -> int:
     confs = _ttl_confs(args)
-    with _opened(args) as copy, remote_checkpoint.written_back(copy, MigrateRunningError):
-        r = migrate.migrate(copy.path, args.to, confs, args.dry_run, _Progress("migrating stores"))
-    r.checkpoint = copy.shown(r.checkpoint)
+    locations = [args.location, *args.more_locations]
+    if len(set(locations)) != len(locations):
+        raise MigrateUnsupportedError(f"a checkpoint location is named twice: {' '.join(locations)}")
+    done: list[migrate.Result] = []
+    with contextlib.ExitStack() as stack:
+        copies = [stack.enter_context(remote_checkpoint.opened(loc, _confs(args)[1])) for loc in locations]
+        plans = []
+        for copy in copies:  # every refusal before anything changes
+            _shown[0] = copy.shown
+            plans.append(migrate.prepare(copy.path, args.to, confs))
+        sessions = stack.enter_context(migrate.Sessions())
+        try:
+            for copy, plan in zip(copies, plans):
+                _shown[0] = copy.shown
+                with remote_checkpoint.written_back(copy, MigrateRunningError):
+                    r = migrate.run(plan, sessions, args.dry_run, _Progress("migrating stores"))
+                r.checkpoint = copy.shown(r.checkpoint)
+                done.append(r)
+        except BaseException:
+            if done and not args.dry_run:
+                print("migrated before the failure (these run on the target now): "
+                      + ", ".join(r.checkpoint for r in done), file=sys.stderr)
+            raise
     if args.json:
-        print(json.dumps({
-            "checkpoint": r.checkpoint, "source": r.source, "target": r.target, "batch": r.batch,
-            "stateVersion": r.version, "partitions": r.partitions, "ttlTimestamp": r.ttl_timestamp,
-            "dryRun": r.dry_run, "stores": r.stores}, indent=1))
+        docs = [{"checkpoint": r.checkpoint, "source": r.source, "target": r.target, "batch": r.batch,
+                 "stateVersion": r.version, "partitions": r.partitions, "ttlTimestamp": r.ttl_timestamp,
+                 "dryRun": r.dry_run, "stores": r.stores} for r in done]
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=1))
         return 0
+    for r in done:
+        _print_migration(r)
+    return 0
+
+
+def _print_migration(r: migrate.Result):
     done = "would be migrated (dry run: nothing changed)" if r.dry_run else "migrated"
     print(f"{r.checkpoint}: the state of batch {r.batch} {done} from {r.source} to {r.target}, "
           f"as version {r.version} of {r.partitions} partitions"
@@ -563,7 +594,6 @@ def _migrate(args) -> int:
               f"keys ({_size(s['bytes'])}), per partition {s['keysPerPartition']}")
     if not r.dry_run:
         print(f"  offsets/{r.batch} now names {migrate.PROVIDERS[r.target]}: restart the query")
-    return 0
 
 
 # -- output helpers -----------------------------------------------------------------------------

@@ -19,6 +19,9 @@ import re
 CHANGELOG, MANIFEST = "changelog", "manifest"
 EMPTY_BASE_ID = "0"
 SST_DIR = "sst"  # a store's SSTs: `<store dir>/sst/<number>-<16 hex>.sst`, shared by its manifests
+# Spark's RocksDB provider's SSTs in a store directory (`<v>.zip` lists those of version v): a
+# checkpoint migrated between it and ttlstate holds both providers' files
+ROCKSDB_PROVIDER_SST_DIR = "SSTs"
 _V1 = re.compile(r"^(\d+)\.(changelog|manifest)$")
 _V2_CHANGELOG = re.compile(r"^(\d+)_([^_./]+)_([^_./]+)\.changelog$")
 _V2_MANIFEST = re.compile(r"^(\d+)_([^_./]+)\.manifest$")

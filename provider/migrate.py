@@ -33,12 +33,11 @@ import glob
 import json
 import os
 import struct
-import tempfile
 from typing import Callable, Iterator
 
 from rocksdict import WriteBatch
 
-from . import PROVIDER_CLASS
+from . import PROVIDER_CLASS, layout, scratch
 from . import checkpoint_reader as cr
 from .checkpoint_logs import CheckpointLogs
 from .errors import (MigrateNotStoppedError, MigrateNotWritableError, MigrateRunningError,
@@ -80,11 +79,37 @@ def provider_name(cls: str) -> str | None:
     return next((name for name, c in PROVIDERS.items() if c == cls), None)
 
 
+@dataclasses.dataclass
+class Plan:
+    """A migration checked and ready to run (`prepare`)."""
+    loc: cr.CheckpointLocation
+    logs: CheckpointLogs
+    to: str
+    confs: dict[str, str]
+    batch: int
+    source_cls: str
+    source: str
+    ops: list[cr.OperatorInfo]
+    ids: dict[tuple[int, int, str], str]
+    partitions: int
+    batch_ts: int
+    event_time_ts: int
+    before: tuple  # `_log_state` when checked
+
+
 def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run: bool = False,
             progress: Progress | None = None) -> Result:
     """Move the state of the stopped query at `location` to provider `to` (see the module
     docstring); `confs` holds the query's TTL settings. Raises a `MigrateError` (or a checkpoint
     reader error) before the switch when it cannot, leaving the checkpoint as it was."""
+    with Sessions() as sessions:
+        return run(prepare(location, to, confs), sessions, dry_run, progress)
+
+
+def prepare(location: str, to: str, confs: dict[str, str] | None = None) -> Plan:
+    """Every check of a migration of `location` to `to`, before anything is read or written: a
+    refusal (`MigrateError`) changes nothing. Checking all of several checkpoints first is
+    how the CLI refuses a set without migrating part of it."""
     confs = confs or {}
     if to not in TARGETS:
         raise MigrateUnsupportedError(f"--to {to!r}: the migration writes {', '.join(TARGETS)} state")
@@ -108,15 +133,22 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
         raise MigrateUnsupportedError(
             f"{logs.path(logs.commits, batch)} records state checkpoint ids (checkpointFormatVersion=2): "
             f"the migration writes {to}'s state in checkpoint format version 1 only")
-    n = _partitions(meta, logs.path(logs.offsets, batch))
-    event_time_ts = int(meta.get("batchWatermarkMs", 0))
-    batch_ts = int(meta.get("batchTimestampMs", 0))
-    before = _log_state(logs)
+    return Plan(loc, logs, to, confs, batch, source_cls, source, ops, ids, _partitions(meta, logs.path(logs.offsets, batch)),
+                int(meta.get("batchTimestampMs", 0)), int(meta.get("batchWatermarkMs", 0)), _log_state(logs))
+
+
+def run(plan: Plan, sessions: "Sessions", dry_run: bool = False, progress: Progress | None = None) -> Result:
+    """Runs a prepared migration in a session of `sessions`; raises before the switch when it
+    cannot, leaving the checkpoint as it was."""
+    loc, logs, to, confs, batch, ops, ids, n = (plan.loc, plan.logs, plan.to, plan.confs, plan.batch, plan.ops,
+                                                plan.ids, plan.partitions)
+    event_time_ts, batch_ts, before = plan.event_time_ts, plan.batch_ts, plan.before
     version = batch + 1
     stamped: set[int] = set()
     stores: list[dict] = []
     written: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="ttlstate-migrate-") as tmp, _session(source_cls, bool(ids), to) as spark:
+    spark = sessions.session(plan.source_cls, bool(ids), to)
+    with scratch.directory("migrate") as tmp:
         try:
             plans = [(op, info) for op in ops for info in op.stores]
             for i, (op, info) in enumerate(plans):
@@ -137,19 +169,17 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
                 rows_dir = os.path.join(tmp, f"rows-{i}")
                 _read_store(spark, loc, op, info, batch, rows_dir)
                 counts, sizes = [0] * n, [0] * n
-                targets = [] if dry_run else [Store(f"migrate:{label}:{p}", os.path.join(tmp, f"db-{i}-{p}"), ttl)
-                                              for p in range(n)]
-                try:
-                    _fill(targets, _frames(rows_dir, n, label), ts, counts, sizes)
-                    for p, t in enumerate(targets):
-                        t.num_keys, t.version, t.cursor = counts[p], version, b""
-                        t.batch_ts = ts if ts is not None else batch_ts
-                        _, _, manifest_path, ssts = t.snapshot(os.path.join(tmp, f"snapshot-{i}-{p}"))
-                        install_snapshot(cr.store_path(loc.state_dir, op.id, p, info.name), version, manifest_path,
-                                         ssts, written, "migrate", ids.get((op.id, p, info.name)))
-                finally:
-                    for t in targets:
-                        t.close(delete_files=True)
+
+                def install(p: int, t: Store, i=i, op=op, info=info, ts=ts):
+                    t.num_keys, t.version, t.cursor = counts[p], version, b""
+                    t.batch_ts = ts if ts is not None else batch_ts
+                    _, _, manifest_path, ssts = t.snapshot(os.path.join(tmp, f"snapshot-{i}-{p}"))
+                    install_snapshot(cr.store_path(loc.state_dir, op.id, p, info.name), version, manifest_path,
+                                     ssts, written, "migrate", ids.get((op.id, p, info.name)))
+
+                _fill(None if dry_run else (lambda p, i=i, label=label, ttl=ttl: Store(
+                          f"migrate:{label}:{p}", os.path.join(tmp, f"db-{i}-{p}"), ttl)),
+                      install, _frames(rows_dir, n, label), n, label, ts, counts, sizes)
                 stores.append({"operator": op.id, "operatorName": op.name, "store": info.name,
                                "keys": sum(counts), "keysPerPartition": counts, "bytes": sum(sizes)})
             if progress:
@@ -167,7 +197,7 @@ def migrate(location: str, to: str, confs: dict[str, str] | None = None, dry_run
                 with contextlib.suppress(OSError):
                     os.remove(path)
             raise
-    return Result(loc.path, source, to, batch, version, n, stamped.pop() if len(stamped) == 1 else None,
+    return Result(loc.path, plan.source, to, batch, version, n, stamped.pop() if len(stamped) == 1 else None,
                   stores, dry_run)
 
 
@@ -256,29 +286,40 @@ def _log_state(logs: CheckpointLogs) -> tuple:
 
 # -- reading through Spark ---------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _session(provider_cls: str, v2: bool, to: str):
-    """A local Spark session with ttlstate's jar, reading state with `provider_cls`; `v2`:
-    checkpoint format v2 (the offset log does not record it; the commit log's ids tell). For
-    a target of Spark's, its provider writes a snapshot at the first maintenance (HDFS) or at
-    commit (RocksDB, changelog checkpointing off)."""
-    from pyspark.sql import SparkSession
+class Sessions:
+    """The local Spark session migrations read and write state in: one for every checkpoint of a
+    command, started at the first that needs it, its confs set for each (the source provider,
+    checkpoint format v2 when the commit log has ids, as the offset log does not record the
+    format); stopped on exit. For a target of Spark's, its provider writes a snapshot at the
+    first maintenance (HDFS) or at commit (RocksDB, changelog checkpointing off)."""
 
-    from . import jar_path
-    spark = (SparkSession.builder.master("local[2]").appName("ttlstate-migrate")
-             .config("spark.jars", jar_path()).config("spark.ui.enabled", "false")
-             .config(PROVIDER_KEY, provider_cls)
-             .config(FORMAT_VERSION_KEY, "2" if v2 else "1")
-             # a RocksDB checkpoint's changelogs are replayed whichever way it was written
-             .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
-                     "false" if to == "rocksdb" else "true")
-             .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "1")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
-        yield spark
-    finally:
-        spark.stop()
+    def __init__(self):
+        self._spark = None
+
+    def session(self, provider_cls: str, v2: bool, to: str):
+        if self._spark is None:
+            from pyspark.sql import SparkSession
+
+            from . import jar_path
+            self._spark = (SparkSession.builder.master("local[2]").appName("ttlstate-migrate")
+                           .config("spark.jars", jar_path()).config("spark.ui.enabled", "false")
+                           .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "1")
+                           .getOrCreate())
+            self._spark.sparkContext.setLogLevel("ERROR")
+        for key, value in {PROVIDER_KEY: provider_cls, FORMAT_VERSION_KEY: "2" if v2 else "1",
+                           # a RocksDB checkpoint's changelogs are replayed whichever way it was written
+                           "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled":
+                               "false" if to == "rocksdb" else "true"}.items():
+            self._spark.conf.set(key, value)
+        return self._spark
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
 
 
 def _read_store(spark, loc: cr.CheckpointLocation, op: cr.OperatorInfo, info: cr.StoreInfo, batch: int,
@@ -309,10 +350,10 @@ def _write_through_provider(spark, loc: cr.CheckpointLocation, op: cr.OperatorIn
         os.makedirs(dest, exist_ok=True)
         moves = []  # (from, to), data first, the file that makes the version visible last
         if to == "rocksdb":
-            sst_dir = os.path.join(made, "SSTs")
+            sst_dir = os.path.join(made, layout.ROCKSDB_PROVIDER_SST_DIR)
             for name in sorted(os.listdir(sst_dir)) if os.path.isdir(sst_dir) else []:
                 if not name.startswith("."):
-                    moves.append((os.path.join(sst_dir, name), os.path.join(dest, "SSTs", name)))
+                    moves.append((os.path.join(sst_dir, name), os.path.join(dest, layout.ROCKSDB_PROVIDER_SST_DIR, name)))
             moves.append((os.path.join(made, "1.zip"), os.path.join(dest, f"{version}.zip")))
         else:
             moves.append((os.path.join(made, "1.snapshot"), os.path.join(dest, f"{version}.snapshot")))
@@ -366,22 +407,51 @@ def _frames(rows_dir: str, n: int, label: str) -> Iterator[tuple[int, bytes, byt
                 yield partition, key, value
 
 
-def _fill(targets: list[Store], entries, ts: int | None, counts: list[int], sizes: list[int]):
-    """Puts the entries into their partition's store (none for a dry run), TTL-stamped with `ts`."""
-    batches = [WriteBatch(raw_mode=True) for _ in targets]
-    pending = [0] * len(targets)
-    for p, key, value in entries:
-        counts[p] += 1
-        sizes[p] += len(key) + len(value)
-        if not targets:
-            continue
-        stored = value if ts is None else codec.encode(ts, value)
-        if ts is not None:
-            targets[p].hist.add(ts)
-        batches[p].put(key, stored)
-        pending[p] += 1
-        if pending[p] >= _BATCH:
-            targets[p].db.write(batches[p])
-            batches[p], pending[p] = WriteBatch(raw_mode=True), 0
-    for p, t in enumerate(targets):
-        t.db.write(batches[p])
+def _fill(open_store: Callable[[int], Store] | None, install: Callable[[int, Store], None], entries, n: int,
+          label: str, ts: int | None, counts: list[int], sizes: list[int]):
+    """Puts the entries into their partition's store, TTL-stamped with `ts`, one partition's store
+    open at a time (Spark's state data source reads each partition in a task of its own, so its
+    entries come together), then `install`s it; every partition gets a store, an empty one too.
+    Memory is one store's, whatever the number of partitions and keys. `open_store` None (a dry
+    run): only counts."""
+    done: set[int] = set()
+    current, store, batch, pending = None, None, None, 0
+
+    def finish():
+        if store is not None:
+            store.db.write(batch)
+            install(current, store)
+            store.close(delete_files=True)
+
+    try:
+        for p, key, value in entries:
+            if p != current:
+                finish()
+                store = None
+                if p in done:
+                    raise MigrateUnsupportedError(f"{label}: the entries of partition {p} did not come together")
+                done.add(p)
+                current, pending = p, 0
+                if open_store is not None:
+                    store, batch = open_store(p), WriteBatch(raw_mode=True)
+            counts[p] += 1
+            sizes[p] += len(key) + len(value)
+            if store is None:
+                continue
+            if ts is not None:
+                store.hist.add(ts)
+            batch.put(key, value if ts is None else codec.encode(ts, value))
+            pending += 1
+            if pending >= _BATCH:
+                store.db.write(batch)
+                batch, pending = WriteBatch(raw_mode=True), 0
+        finish()
+        store = None
+        for p in range(n) if open_store is not None else ():
+            if p not in done:
+                current, store, batch = p, open_store(p), WriteBatch(raw_mode=True)
+                finish()
+                store = None
+    finally:
+        if store is not None:
+            store.close(delete_files=True)

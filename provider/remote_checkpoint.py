@@ -13,9 +13,9 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from typing import Callable
 
+from . import scratch
 from .errors import NotACheckpointError, TtlstateError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
@@ -70,7 +70,7 @@ def opened(location: str, confs: dict[str, str], parts: list[str] | None = None)
     if not is_remote(location):
         yield CheckpointCopy(location, location, confs)
         return
-    tmp = tempfile.mkdtemp(prefix="ttlstate-checkpoint-")
+    tmp = scratch.mkdtemp("checkpoint")
     try:
         path = os.path.join(tmp, "checkpoint")
         os.mkdir(path)
@@ -113,7 +113,7 @@ def _check_logs_unchanged(copy: CheckpointCopy, copied: dict[str, tuple[int, int
     def logs(files) -> set[str]:
         return {f for f in files if f.startswith(_LOGS) and not f.endswith(".crc") and "/." not in f}
 
-    with tempfile.TemporaryDirectory(prefix="ttlstate-checkpoint-logs-") as tmp:
+    with scratch.directory("checkpoint-logs") as tmp:
         _mirror(copy.confs, ["download", copy.location, tmp, *(d.rstrip("/") for d in _LOGS)])
         now = logs(CheckpointCopy(copy.location, tmp, copy.confs)._files())
     was = logs(copied)

@@ -31,13 +31,12 @@ import dataclasses
 import json
 import os
 import shutil
-import tempfile
 from typing import Callable
 
 from rocksdict import WriteBatch
 
 from . import checkpoint_reader as cr
-from . import layout, spark_hash, statefile
+from . import layout, scratch, spark_hash, statefile
 from .checkpoint_logs import CheckpointLogs
 from .engine import db_items
 from .errors import (RepartitionInvalidPartitionsError, RepartitionNotStoppedError,
@@ -128,7 +127,7 @@ def repartition(location: str, num_partitions, progress: Progress | None = None)
     new_batch = last_commit + 1
     version = new_batch + 1
     plans = _plan(loc, old_n, last_commit + 1)
-    with tempfile.TemporaryDirectory(prefix="ttlstate-repartition-") as tmp:
+    with scratch.directory("repartition") as tmp:
         built: list[_Built] = []
         written: list[str] = []
         try:

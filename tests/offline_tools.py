@@ -10,18 +10,20 @@ import sys
 import time
 
 
-def cli(*args, rc: int | None = 0) -> subprocess.CompletedProcess:
-    """Runs the tools with `args`; asserts the exit status is `rc` (unless None)."""
+def cli(*args, rc: int | None = 0, tmp_dir=None) -> subprocess.CompletedProcess:
+    """Runs the tools with `args` (and TMPDIR=`tmp_dir`, if given); asserts the exit status is
+    `rc` (unless None)."""
+    env = {**os.environ, "TMPDIR": str(tmp_dir)} if tmp_dir else None
     proc = subprocess.run([sys.executable, "-m", "ttlstate", *map(str, args)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
     if rc is not None:
         assert proc.returncode == rc, (f"python -m ttlstate {' '.join(map(str, args))}: exit "
                                        f"{proc.returncode}, expected {rc}\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
-def cli_json(*args):
-    return json.loads(cli(*args, "--json").stdout)
+def cli_json(*args, tmp_dir=None):
+    return json.loads(cli(*args, "--json", tmp_dir=tmp_dir).stdout)
 
 
 def conf_args(confs: dict[str, str]) -> list[str]:

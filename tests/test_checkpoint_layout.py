@@ -151,3 +151,16 @@ def test_v2_report_follows_the_committed_lineage_past_a_losing_manifest(tmp_path
     (d / "3_c3.manifest").unlink()  # what a version-number base (4) would have deleted
     r = cq.retention_reports(tmp_path / "ck", 2)["0"]
     assert r["loadable"] == {4: False, 5: False} and not r["ok"]
+
+
+def test_a_partition_holding_both_providers_files_has_one_default_store(tmp_path):
+    """After a migration between Spark's RocksDB provider and ttlstate (or a killed one), a
+    default store's directory holds `sst/` (ttlstate's) and `SSTs/` (the RocksDB provider's):
+    neither is a store of its own; a join's store subdirectories are."""
+    from ttlstate import checkpoint_reader
+
+    for d in ("sst", "SSTs", "left-keyToNumValues"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "3.changelog").write_bytes(b"")
+    (tmp_path / "3.zip").write_bytes(b"")
+    assert checkpoint_reader._store_names(str(tmp_path)) == {"default", "left-keyToNumValues"}

@@ -1,14 +1,17 @@
-"""`python -m ttlstate migrate` (issue 45): a query run on Spark's HDFS-backed or RocksDB
-provider, stopped, migrated to ttlstate and restarted (or the other way) goes on batch for batch
-as the same stop and restart on its source provider does; Spark's state data source reads the
-same rows right before and right after the migration; moved to ttlstate every entry carries the
-last batch's timestamp; a migration SIGKILLed while it reads the source's state or writes the
-target's files (in a temporary directory, or beside the source's) leaves a checkpoint that runs
-on its source, and runs again; one during which the query writes is refused; the refusals change
-nothing."""
+"""`python -m ttlstate migrate` (issue 45): a query of each operator family run on Spark's
+HDFS-backed or RocksDB provider, stopped, migrated to ttlstate and restarted (or the other way)
+goes on batch for batch as the same stop and restart on its source provider does; Spark's state
+data source reads the same rows right before and right after the migration; moved to ttlstate
+every entry carries the last batch's timestamp. A migration SIGKILLed at each step (while Spark
+reads the source's state, while the target provider writes its files in a temporary directory,
+once ttlstate's first SST or the RocksDB provider's is in the checkpoint, at the switch) leaves a
+checkpoint that runs on (on its source, or at the switch on either), the command run again
+completes it, and the next command removes the killed one's temporary files. One during which
+the query writes is refused; the refusals change nothing, of several checkpoints too."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -34,16 +37,18 @@ NAMES = {HDFS: "hdfs", ROCKSDB: "rocksdb", TTLSTATE: "ttlstate"}
 SKIP_NULLS = {"spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled": "true"}
 CHANGELOG = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
 TTL = {"spark.sql.streaming.stateStore.ttlstate.ttl": "1h"}
-# (source, its confs, target, queries): each direction with some of the operator families (all
-# of them everywhere would take several times as long)
+# every operator family: aggregation, dropDuplicatesWithinWatermark, session windows,
+# applyInPandasWithState, the stream-stream join
+FAMILIES = ("agg", "dedup", "session", "pandas", "join")
+# (source, its confs, target, queries): each direction with every family
 CASES = {
-    "hdfs-to-ttlstate": (HDFS, SKIP_NULLS, TTLSTATE, ("agg", "join", "pandas")),
-    "rocksdb-to-ttlstate": (ROCKSDB, CHANGELOG, TTLSTATE, ("dedup", "session")),
+    "hdfs-to-ttlstate": (HDFS, SKIP_NULLS, TTLSTATE, FAMILIES),
+    "rocksdb-to-ttlstate": (ROCKSDB, {**CHANGELOG, **SKIP_NULLS}, TTLSTATE, FAMILIES),
     # checkpoint format v2: ttlstate's snapshot is named by the id the last commit records
     "rocksdb-v2-to-ttlstate": (ROCKSDB, {**CHANGELOG, "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"},
                                TTLSTATE, ("agg",)),
-    "ttlstate-to-hdfs": (TTLSTATE, {**TTL, **SKIP_NULLS}, HDFS, ("agg", "session")),
-    "ttlstate-to-rocksdb": (TTLSTATE, {**TTL, **SKIP_NULLS, **CHANGELOG}, ROCKSDB, ("dedup", "join")),
+    "ttlstate-to-hdfs": (TTLSTATE, {**TTL, **SKIP_NULLS}, HDFS, FAMILIES),
+    "ttlstate-to-rocksdb": (TTLSTATE, {**TTL, **SKIP_NULLS, **CHANGELOG}, ROCKSDB, FAMILIES),
 }
 N_FILES = 6
 PARTS = ((0, N_FILES // 2), (N_FILES // 2, N_FILES))
@@ -77,34 +82,65 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
                                                   queries=queries)
             shutil.copytree(tmp_path / "ck", tmp_path / "ck-source")
             continue
-        cks = [str(tmp_path / "ck" / q) for q in queries]
+        cks, killed_tmp = [str(tmp_path / "ck" / q) for q in queries], None
         # one driver, after the migration, reads the state and runs the second part three ways
         each = {"source": (str(tmp_path / "ck-source"), queries), "migrated": (str(tmp_path / "ck"), queries)}
         if case == "rocksdb-to-ttlstate":
             # killed once its first SST is in the checkpoint: the query still runs on its source
             # (a copy of it, run on to the end, gives the source's output), then it is run again
             sst_dir = os.path.join(cks[0], "state", "0", "0", "sst")
-            (tmp_path / "tmp-killed-sst").mkdir()  # where the killed command leaves its temporary files
+            killed_tmp = tmp_path / "tmp-killed-sst"  # where the killed command leaves its temporary files
+            killed_tmp.mkdir()
             _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
-                n.endswith(".sst") for n in os.listdir(sst_dir)), tmp_path / "tmp-killed-sst")
+                n.endswith(".sst") for n in os.listdir(sst_dir)), killed_tmp)
             shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
             each["killed"] = (str(tmp_path / "ck-killed"), queries[:1])
             _refused_while_the_query_writes(tmp_path / "tmp-running", cks[0])
+        if case == "ttlstate-to-rocksdb":
+            # killed once the RocksDB provider's first SST is moved into the checkpoint: it still
+            # runs on ttlstate, and the command run again completes
+            sst_dir = os.path.join(cks[0], "state", "0", "0", "SSTs")
+            killed_tmp = tmp_path / "tmp-killed-move"
+            killed_tmp.mkdir()
+            _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
+                n.endswith(".sst") for n in os.listdir(sst_dir)), killed_tmp)
+            shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
+            each["killed"] = (str(tmp_path / "ck-killed"), queries[:1])
+        if case == "rocksdb-v2-to-ttlstate":
+            # on a copy, killed at the switch: every store's snapshot installed, the offset log
+            # rewritten or about to be. Either way the copy runs on (on ttlstate, or on its
+            # source until the command, run again, completes) with the source's output
+            shutil.copytree(tmp_path / "ck", tmp_path / "ck-switch")
+            ck_switch = str(tmp_path / "ck-switch" / queries[0])
+            version = _last_offset(ck_switch) + 1
+            switched = _migrate_killed(ck_switch, to, lambda: all(
+                glob.glob(os.path.join(ck_switch, "state", "0", str(p), f"{version}_*.manifest")) for p in (0, 1)),
+                before_switch=False)
+            if not switched:
+                assert cli_json("migrate", ck_switch, "--to", to)["target"] == to
+            assert _offset_conf(ck_switch, version - 1)[PROVIDER_KEY] == TTLSTATE
+            each["switch"] = (str(tmp_path / "ck-switch"), queries)
         if case in ("ttlstate-to-hdfs", "hdfs-to-ttlstate"):
             # killed while the target provider writes its stores in a temporary directory, or
             # while Spark reads the source's state into one: the checkpoint is as it was, byte
             # for byte
-            tree, tmp_dir = _tree(tmp_path / "ck"), tmp_path / "tmp-killed"
-            tmp_dir.mkdir()
+            tree, killed_tmp = _tree(tmp_path / "ck"), tmp_path / "tmp-killed"
+            killed_tmp.mkdir()
             step = "ttlstate-migrate-*/" + ("provider-0" if to != "ttlstate" else "rows-0")
-            _migrate_killed(cks[0], to, lambda: any(tmp_dir.glob(step)), tmp_dir)
+            _migrate_killed(cks[0], to, lambda: any(killed_tmp.glob(step)), killed_tmp)
             assert _tree(tmp_path / "ck") == tree
         dry = None
         if case == "hdfs-to-ttlstate":  # one case: each run of the command starts a JVM
             dry = cli_json("migrate", cks[0], "--to", to, "--dry-run")
             assert dry["dryRun"] and dry["source"] == NAMES[source] and dry["stores"][0]["keys"] > 0, dry
             assert _offset_conf(cks[0], dry["batch"])[PROVIDER_KEY] == source  # nothing changed
-        done = [cli_json("migrate", ck, "--to", to, *(["--ttl", "1h"] if to == "ttlstate" else [])) for ck in cks]
+        # every query's checkpoint in one command, where the killed one left its temporary
+        # files: it removes them
+        done = cli_json("migrate", *cks, "--to", to, *(["--ttl", "1h"] if to == "ttlstate" else []),
+                        tmp_dir=killed_tmp)
+        done = done if isinstance(done, list) else [done]
+        assert [r["checkpoint"] for r in done] == cks, done
+        assert not killed_tmp or not list(killed_tmp.glob("ttlstate-*")), list(killed_tmp.iterdir())
         for ck, r in zip(cks, done):
             assert (r["source"], r["target"], r["dryRun"]) == (NAMES[source], to, False), r
             assert (r["ttlTimestamp"] is not None) == (to == "ttlstate"), r
@@ -128,8 +164,11 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
             assert after == before and len(before) > 5, (ck, len(before), len(after))
         reference[2], runs[part] = outs["source"], outs["migrated"]
         if "killed" in outs:  # the killed migration left a checkpoint that runs on its source
-            assert not outs["killed"][queries[0]]["ttlstate_metrics"]
+            assert outs["killed"][queries[0]]["ttlstate_metrics"] == (source == TTLSTATE)
             assert outs["killed"][queries[0]]["batches"] == reference[2][queries[0]]["batches"]
+        if "switch" in outs:
+            assert outs["switch"][queries[0]]["ttlstate_metrics"]
+            assert outs["switch"][queries[0]]["batches"] == reference[2][queries[0]]["batches"]
     for q in queries:
         assert runs[1][q]["ttlstate_metrics"] == reference[2][q]["ttlstate_metrics"] == (source == TTLSTATE), q
         assert runs[2][q]["ttlstate_metrics"] == (target == TTLSTATE), q
@@ -138,10 +177,10 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
         assert any(reference[2][q]["batches"].values()), q
 
 
-def _migrate_killed(ck: str, to: str, reached, tmp_dir=None):
+def _migrate_killed(ck: str, to: str, reached, tmp_dir=None, before_switch: bool = True) -> bool:
     """Runs a migration of `ck` to `to` (with TMPDIR=`tmp_dir`, if given) and SIGKILLs it as soon
-    as `reached()`; asserts the offset log still names the source and that no process it started
-    (its Spark JVM) outlives it."""
+    as `reached()`; asserts the offset log still names the source (unless not `before_switch`)
+    and that no process it started (its Spark JVM) outlives it. Returns whether it switched."""
     last = _last_offset(ck)
     provider = _offset_conf(ck, last)[PROVIDER_KEY]
     env = {**os.environ, "TMPDIR": str(tmp_dir)} if tmp_dir else None
@@ -155,11 +194,14 @@ def _migrate_killed(ck: str, to: str, reached, tmp_dir=None):
     children = [pid for pid, ppid, _ in cluster._processes() if ppid == proc.pid]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert _offset_conf(ck, last)[PROVIDER_KEY] == provider, "the kill came after the switch"
+    switched = _offset_conf(ck, last)[PROVIDER_KEY] != provider
+    assert not (switched and before_switch), "the kill came after the switch"
+    assert not tmp_dir or list(tmp_dir.glob("ttlstate-migrate-*")), "the killed command removed its files"
     deadline = time.monotonic() + 60
     while any(cluster.alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert children and not any(cluster.alive(pid) for pid in children), children
+    return switched
 
 
 def _refused_while_the_query_writes(tmp_dir, ck: str):
@@ -187,9 +229,12 @@ def test_checkpoints_spark_wrote_migrate_to_ttlstate(tmp_path):
     for name, (provider, _, query) in fixtures.FIXTURES.items():
         shutil.copytree(fixtures.DATA / name / "ck", tmp_path / name)
         cks[name] = str(tmp_path / name / query)
-        r = cli_json("migrate", cks[name], "--to", "ttlstate")
-        assert (r["source"], r["target"], r["partitions"]) == (NAMES[provider], "ttlstate", 2), r
-        assert _offset_conf(cks[name], r["batch"])[PROVIDER_KEY] == TTLSTATE
+    # one command, one session, its confs set for each (the provider, format v2 or not)
+    done = cli_json("migrate", *cks.values(), "--to", "ttlstate")
+    for (name, ck), r in zip(cks.items(), done):
+        assert (r["checkpoint"], r["source"], r["target"], r["partitions"]) == (
+            ck, NAMES[fixtures.FIXTURES[name][0]], "ttlstate", 2), r
+        assert _offset_conf(ck, r["batch"])[PROVIDER_KEY] == TTLSTATE
     read = state_rows.read(tmp_path, "rows", [[ck, None, fixtures.FIXTURES[name][1]] for name, ck in cks.items()], {})
     for name, ck in cks.items():
         assert read[ck] == fixtures.rows(name) and len(read[ck]) > 5, (name, len(read[ck]), len(fixtures.rows(name)))
@@ -310,6 +355,20 @@ def test_a_checkpoint_it_cannot_write_is_refused(tmp_path):
     assert proc.returncode == 2 and "[TTLSTATE_MIGRATE_NOT_WRITABLE]" in proc.stderr, proc.stderr
     assert f"{ck / 'state'} cannot be written" in proc.stderr, proc.stderr
     assert _tree(ck) == before
+
+
+def test_several_checkpoints_are_all_checked_before_any_changes(tmp_path):
+    """One refused checkpoint of several (the second, already on ttlstate): exit 2, and the
+    first, which could be migrated, is not; a location named twice is refused too."""
+    name, (_, _, query) = next(iter(fixtures.FIXTURES.items()))
+    shutil.copytree(fixtures.DATA / name / "ck", tmp_path / name)
+    first, second = tmp_path / name / query, _checkpoint(tmp_path / "second", provider=TTLSTATE)
+    before = _tree(first)
+    r = cli("migrate", first, second, "--to", "ttlstate", rc=2)
+    assert "[TTLSTATE_MIGRATE_SAME_PROVIDER]" in r.stderr and str(second) in r.stderr, r.stderr
+    assert "migrated before the failure" not in r.stderr and _tree(first) == before
+    r = cli("migrate", first, first, "--to", "ttlstate", rc=2)
+    assert "named twice" in r.stderr and _tree(first) == before, r.stderr
 
 
 def test_an_unknown_target_is_a_usage_error(tmp_path):
