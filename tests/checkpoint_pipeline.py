@@ -22,6 +22,7 @@ PREFIX = "spark.sql.streaming.stateStore.ttlstate."
 TTLSTATE_CONFS = {PREFIX + "ttl": "1h", "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
                   "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
 QUERIES = {"agg": (st.agg_by_key, "update"), "dedup": (st.dedup_within_watermark, "append"),
+           "dropdup": (st.dedup_with_watermark, "append"),
            "session": (st.session_agg, "append"), "pandas": (st.pandas_running_count, "update"),
            "join": (st.inner_join, "append")}  # the join: the events joined with themselves
 

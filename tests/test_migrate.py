@@ -37,9 +37,9 @@ NAMES = {HDFS: "hdfs", ROCKSDB: "rocksdb", TTLSTATE: "ttlstate"}
 SKIP_NULLS = {"spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled": "true"}
 CHANGELOG = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
 TTL = {"spark.sql.streaming.stateStore.ttlstate.ttl": "1h"}
-# every operator family: aggregation, dropDuplicatesWithinWatermark, session windows,
-# applyInPandasWithState, the stream-stream join
-FAMILIES = ("agg", "dedup", "session", "pandas", "join")
+# every operator family: aggregation, dropDuplicatesWithinWatermark, dropDuplicates (with a
+# watermark), session windows, applyInPandasWithState, the stream-stream join
+FAMILIES = ("agg", "dedup", "dropdup", "session", "pandas", "join")
 # (source, its confs, target, queries): each direction with every family
 CASES = {
     "hdfs-to-ttlstate": (HDFS, SKIP_NULLS, TTLSTATE, FAMILIES),
