@@ -555,7 +555,8 @@ def _migrate(args) -> int:
         raise MigrateUnsupportedError(f"a checkpoint location is named twice: {' '.join(locations)}")
     done: list[migrate.Result] = []
     with contextlib.ExitStack() as stack:
-        copies = [stack.enter_context(remote_checkpoint.opened(loc, _confs(args)[1])) for loc in locations]
+        spark_confs = _confs(args)[1]
+        copies = [stack.enter_context(remote_checkpoint.opened(loc, spark_confs)) for loc in locations]
         plans = []
         for copy in copies:  # every refusal before anything changes
             _shown[0] = copy.shown

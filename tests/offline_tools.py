@@ -13,13 +13,17 @@ import time
 def cli(*args, rc: int | None = 0, tmp_dir=None) -> subprocess.CompletedProcess:
     """Runs the tools with `args` (and TMPDIR=`tmp_dir`, if given); asserts the exit status is
     `rc` (unless None)."""
-    env = {**os.environ, "TMPDIR": str(tmp_dir)} if tmp_dir else None
     proc = subprocess.run([sys.executable, "-m", "ttlstate", *map(str, args)],
-                          capture_output=True, text=True, timeout=600, env=env)
+                          capture_output=True, text=True, timeout=600, env=tmpdir_env(tmp_dir))
     if rc is not None:
         assert proc.returncode == rc, (f"python -m ttlstate {' '.join(map(str, args))}: exit "
                                        f"{proc.returncode}, expected {rc}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def tmpdir_env(tmp_dir) -> dict | None:
+    """The environment of a command whose temporary files go to `tmp_dir` (None: inherited)."""
+    return {**os.environ, "TMPDIR": str(tmp_dir)} if tmp_dir else None
 
 
 def cli_json(*args, tmp_dir=None):
@@ -40,7 +44,7 @@ def cli_meanwhile(*args, tmp_dir, step: str, action) -> subprocess.CompletedProc
     out, err = tmp_dir / "cli.stdout", tmp_dir / "cli.stderr"
     with open(out, "w") as o, open(err, "w") as e:
         proc = subprocess.Popen([sys.executable, "-m", "ttlstate", *map(str, args)], stdout=o, stderr=e,
-                                env={**os.environ, "TMPDIR": str(tmp_dir)})
+                                env=tmpdir_env(tmp_dir))
         try:
             deadline = time.monotonic() + 300
             while not any(tmp_dir.glob(step)):

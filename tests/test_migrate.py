@@ -28,7 +28,7 @@ import provider_fixtures as fixtures
 import state_rows
 import streaming as st
 import ttl_queries as tq
-from offline_tools import cli, cli_json, cli_meanwhile, conf_args
+from offline_tools import cli, cli_json, cli_meanwhile, conf_args, tmpdir_env
 from streaming import HDFS, TTLSTATE
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -193,9 +193,8 @@ def _migrate_killed(ck: str, to: str, reached, tmp_dir=None, before_switch: bool
     and that no process it started (its Spark JVM) outlives it. Returns whether it switched."""
     last = _last_offset(ck)
     provider = _offset_conf(ck, last)[PROVIDER_KEY]
-    env = {**os.environ, "TMPDIR": str(tmp_dir)} if tmp_dir else None
     proc = subprocess.Popen([sys.executable, "-m", "ttlstate", "migrate", ck, "--to", to],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=tmpdir_env(tmp_dir))
     deadline = time.monotonic() + 300
     while not reached():
         assert proc.poll() is None and time.monotonic() < deadline, f"migrate ended first ({proc.returncode})"
