@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import re
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import psutil  # noqa: E402
 
+import gc_log  # noqa: E402
 import workloads  # noqa: E402
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -222,17 +222,6 @@ def summarize(progress: list[dict]) -> dict:
     }
 
 
-_GC_SIZE = re.compile(r"\((\d+)([KMG])\)")
-_UNIT = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def peak_heap_committed(gc_log: pathlib.Path) -> int | None:
-    """The largest Java heap G1 had committed after any collection (`-Xlog:gc`'s "used->used(committed)"), bytes."""
-    try:
-        text = gc_log.read_text()
-    except OSError:
-        return None
-    return max((int(n) * _UNIT[u] for n, u in _GC_SIZE.findall(text)), default=None)
 
 
 def check_served_by(provider: str, progress: list[dict]) -> None:
@@ -262,8 +251,8 @@ def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Pat
                .config(ttlstate.CONF_PREFIX + "checkpoint.localCacheDir", str(work / "ttlstate-cache"))
                .config(PROVIDER_KEY, provider))
     work.mkdir(parents=True, exist_ok=True)
-    gc_log = work / "gc.log"  # the JVM's heap as G1 sized it (peak_heap_committed)
-    builder = builder.config("spark.driver.extraJavaOptions", f"-Xlog:gc:file={gc_log} {DRIVER_JAVA_OPTIONS}".strip())
+    gc_file = work / "gc.log"  # the JVM's heap as G1 sized it, and what it allocated (gc_log.py)
+    builder = builder.config("spark.driver.extraJavaOptions", f"-Xlog:gc:file={gc_file} {DRIVER_JAVA_OPTIONS}".strip())
     for k, v in {**variant_confs, **(confs or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -284,11 +273,13 @@ def run(workload: str, variant: str, input_root: pathlib.Path, work: pathlib.Pat
     check_served_by(provider, progress)
     result = summarize(progress)
     result["batch_cpu_s"] = batch_cpu(progress, sampler.cpu_samples)
+    gc_text = gc_log.read(gc_file)
     result.update({
         "workload": workload, "variant": variant, "label": label, "elapsed_s": elapsed,
         "checkpoint_bytes": _dir_bytes(checkpoint / "state"),
         "peak_jvm_rss": sampler.peak_jvm, "peak_python_pss": sampler.peak_python,
-        "peak_heap_committed": peak_heap_committed(gc_log),
+        "peak_heap_committed": gc_log.peak_committed(gc_text) if gc_text else None,
+        "heap_allocated": gc_log.allocated(gc_text) if gc_text else None,
         "cpu_jvm_s": cpu[0], "cpu_python_s": cpu[1],
         "jvm_pid": jvm_pid,
         "confs": {**variant_confs, **(confs or {})},

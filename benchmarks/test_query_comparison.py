@@ -122,6 +122,11 @@ def _ok(workload: str, variant: str) -> list[dict]:
     return [r for r in RESULTS.get((workload, variant), []) if "failed" not in r]
 
 
+def _allocated_per_row(r: dict) -> float | None:
+    """Bytes the driver JVM allocated on its Java heap per input row (`gc_log.allocated`)."""
+    return r["heap_allocated"] / r["rows"] if r.get("heap_allocated") and r.get("rows") else None
+
+
 def _median_of(runs: list[dict], measure) -> float | None:
     values = [v for v in map(measure, runs) if v is not None]
     return statistics.median(values) if values else None
@@ -211,7 +216,7 @@ def write_report() -> None:
             failed = [r["failed"] for r in all_runs if "failed" in r]
             if not runs:
                 if failed:
-                    rows.append([label, f"failed ({len(failed)} of {len(all_runs)}): {failed[0]}"] + ["–"] * 11)
+                    rows.append([label, f"failed ({len(failed)} of {len(all_runs)}): {failed[0]}"] + ["–"] * 12)
                 continue
             med = lambda m: _median_of(runs, m)  # noqa: E731
             rows.append([label + (f" ({len(failed)} of {len(all_runs)} runs failed)" if failed else ""),
@@ -222,12 +227,14 @@ def write_report() -> None:
                          report.mib(med(lambda r: r["checkpoint_bytes"])),
                          report.mib(med(lambda r: r["peak_jvm_rss"])),
                          report.mib(med(lambda r: r.get("peak_heap_committed"))),
+                         report.fmt(med(_allocated_per_row)),
                          report.mib(med(lambda r: r["peak_python_pss"])),
                          _spread(runs, _memory, lambda x: report.mib(x)),
                          f"{med(lambda r: r['cpu_jvm_s']):,.0f} + {med(lambda r: r['cpu_python_s']):,.0f}",
                          report.fmt(med(lambda r: r["state_rows"])), str(len(runs))])
         out.append(report.table(["provider", "rows/s", "ttlstate ÷ it (rows/s)", "median batch ms",
                                  "median commit ms", "checkpoint MiB", "peak JVM RSS MiB", "of it Java heap (G1) MiB",
+                                 "Java heap allocated per input row, bytes",
                                  "peak ttlstate Python PSS MiB", "JVM + Python MiB", "CPU s, JVM + Python",
                                  "state rows at end", "runs"], rows) + "\n")
         growth = [g for g in (_growth(runner.VARIANTS[v][0], _median_run(_ok(workload, v))) for v in SELECTED_VARIANTS) if g]
