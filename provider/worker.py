@@ -97,9 +97,7 @@ class Worker:
 
     def op_open(self, h, r):
         store_id, local_dir, operator_id, store_name, conf_pairs = p.read_payload(r, p.OPEN)
-        confs = dict(conf_pairs)
-        settings = conf.resolve(confs, "store")
-        ttl = conf.ttl_settings(confs, operator_id, store_name)
+        settings, ttl = resolve_store(dict(conf_pairs), operator_id, store_name)
         store = Store(store_id, local_dir, ttl, rocksdb=RocksDbSettings.from_conf(settings))
         handle = self._new_handle()
         self.stores[handle] = store
@@ -372,6 +370,12 @@ class Worker:
             elif op == p.CLOSE:
                 owned.discard(handle)
             return w.frame()
+
+
+def resolve_store(confs: dict[str, str], operator_id: int, store_name: str) -> tuple[dict[str, object], TtlConfig]:
+    """A store's settings (short names, `conf.resolve`) and TTL settings (store > operator >
+    global, `conf.ttl_settings`) from OPEN's confs; `InvalidConfError` names a bad key."""
+    return conf.resolve(confs, "store"), conf.ttl_settings(confs, operator_id, store_name)
 
 
 def reply_settings(settings: dict[str, object], ttl: TtlConfig) -> list[tuple[str, object]]:

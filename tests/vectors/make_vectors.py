@@ -102,7 +102,7 @@ def _json(v) -> str:
 
 def _settings(confs: dict[str, str], operator: int, store: str) -> list[tuple[str, object]]:
     """An OPEN reply's settings for `confs`, resolved as the worker resolves them (op_open)."""
-    return worker.reply_settings(conf.resolve(confs, "store"), conf.ttl_settings(confs, operator, store))
+    return worker.reply_settings(*worker.resolve_store(confs, operator, store))
 
 
 def reply_vectors():

@@ -48,7 +48,7 @@ import org.slf4j.LoggerFactory;
 public final class WorkerConnection implements Closeable {
     private static final Logger LOG = LoggerFactory.getLogger(WorkerConnection.class);
 
-    static final String TIMEOUT_KEY = ConfKeys.PREFIX + "workerTimeout";
+    static final String TIMEOUT_KEY = ConfKeys.PREFIX + ConfKeys.WORKER_TIMEOUT;
     private static final Set<WorkerConnection> OPEN = ConcurrentHashMap.newKeySet();
     private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "ttlstate-worker-watchdog");

@@ -344,7 +344,7 @@ public final class RemoteStore {
         long maxBudget = CachedVersionView.maxBudgetBytes();
         if (resolvedSettings.cacheMaxBytes > maxBudget) {
             c.close(); // the worker closes the stores of a dropped connection
-            throw new InvalidConfException(ConfKeys.PREFIX + "cache.maxBytes: "
+            throw new InvalidConfException(ConfKeys.PREFIX + ConfKeys.CACHE_MAX_BYTES + ": "
                     + resolvedSettings.cacheMaxBytes + " bytes is more than this JVM's direct memory limit of "
                     + maxBudget + " bytes, which holds the value cache (-XX:MaxDirectMemorySize, by default the"
                     + " heap's -Xmx): lower it, or raise -XX:MaxDirectMemorySize in the executor's Java options"
