@@ -20,7 +20,7 @@ import sys
 import time
 
 from . import checkpoint_reader as cr
-from . import migrate, remote_checkpoint, repartition, statefile, unsaferow
+from . import migrate, prefix_key, remote_checkpoint, repartition, statefile, unsaferow
 from .conf import PREFIX
 from .errors import MigrateRunningError, MigrateUnsupportedError, RepartitionNotStoppedError, TtlstateError
 from .ttl import event_time, expiration_ts
@@ -458,17 +458,15 @@ def _dump_location(args, loc: cr.CheckpointLocation, shown) -> int:
 
 def _entry(key: bytes, value: bytes, ts: int | None, key_schema, value_schema, prefix_cols: int) -> dict:
     e: dict = {}
-    row = key
-    if prefix_cols and len(key) >= 4:  # ttlstate's prefix-scan key: [u32 BE len][prefix row][key row]
-        row = key[4 + int.from_bytes(key[:4], "big"):]
-    for name, data, schema in (("key", row, key_schema), ("value", value, value_schema)):
+    for name, raw, schema, row in (("key", key, key_schema, lambda: prefix_key.key_row(key, prefix_cols)),
+                                   ("value", value, value_schema, lambda: value)):
         try:
             if schema is None:
                 raise unsaferow.UnsafeRowError("no schema recorded")
-            e[name] = unsaferow.decode_row(data, schema)
+            e[name] = unsaferow.decode_row(row(), schema)
         except (unsaferow.UnsafeRowError, ValueError, KeyError, TypeError) as err:
             e[name] = None
-            e[name + "Hex"] = (key if name == "key" else value).hex()
+            e[name + "Hex"] = raw.hex()
             e[name + "Error"] = str(err)
     if ts is not None:
         e["ttlTimestampMs"] = ts

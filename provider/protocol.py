@@ -1,7 +1,8 @@
 """The wire protocol between the JVM shim and the store workers (spec: docs/PROTOCOL.md).
 
-Only this module knows the byte layout. `Reader` decodes fields from one frame body and
-raises `ProtocolError` on any malformed input; `Writer` builds a frame body.
+Only this module and `replies` (the OK replies' payloads) know the byte layout. `Reader`
+decodes fields from one frame body and raises `ProtocolError` on any malformed input; `Writer`
+builds a frame body.
 """
 
 from __future__ import annotations
@@ -289,47 +290,79 @@ def frame_length(header: bytes) -> int:
     return n
 
 
-def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
-    """Decode a whole request body into (op, handle, fields); used by tests and tools.
+# Each request's payload fields, by PROTOCOL.md's names, in its order. The worker's handlers
+# read a payload with `read_payload` and `decode_request` (the shared vectors' decoder) too.
+REQUEST_FIELDS: dict[int, tuple[str, ...]] = {
+    HELLO: ("token", "version"),
+    OPEN: ("storeId", "localDir", "operatorId", "storeName", "conf"),
+    LOAD: ("version", "batchTimestampMs", "manifestVersion", "manifestPath", "ssts", "changelogs"),
+    BEGIN: ("version", "mode", "batchTimestampMs"),
+    WRITE_BATCH: ("records",),
+    GET: ("key",),
+    MULTI_GET: ("keys",),
+    ITER_OPEN: ("prefix", "maxEntries", "mode"),
+    ITER_NEXT: ("maxEntries",),
+    ITER_CLOSE: (),
+    STATS: (),
+    COMMIT: ("newVersion", "changelogPath"),
+    ABORT: (),
+    SNAPSHOT: ("dir",),
+    CLOSE: ("deleteFiles",),
+    PING: (),
+    MAINTAIN: (),
+    MANIFEST_FILES: ("path", "version"),
+    READ_CHANGELOG: ("path", "version", "fromRecord", "maxRecords"),
+}
 
-    The worker decodes fields lazily per op for speed; this function is the reference
-    decoder the shared vectors are checked against.
-    """
+_PAYLOADS = {
+    HELLO: lambda r: (r.bytes(), r.u16()),
+    OPEN: lambda r: (r.str(), r.str(), r.i64(), r.str(), r.str_pairs()),
+    LOAD: lambda r: (r.i64(), r.i64(), r.i64(), r.str(), read_ssts(r), read_changelogs(r)),
+    BEGIN: lambda r: (r.i64(), read_begin_mode(r), r.i64()),
+    WRITE_BATCH: lambda r: (read_records(r),),
+    GET: lambda r: (r.bytes(),),
+    MULTI_GET: lambda r: ([r.bytes() for _ in range(r.count(4))],),
+    ITER_OPEN: lambda r: (r.bytes(), r.u32(), read_iter_mode(r)),
+    ITER_NEXT: lambda r: (r.u32(),),
+    COMMIT: lambda r: (r.i64(), r.str()),
+    SNAPSHOT: lambda r: (r.str(),),
+    CLOSE: lambda r: (r.bool(),),
+    MANIFEST_FILES: lambda r: (r.str(), r.i64()),
+    READ_CHANGELOG: lambda r: (r.str(), r.i64(), r.i64(), r.u32()),
+}
+
+
+def read_payload(r: Reader, op: int) -> tuple:
+    """The whole payload of request `op` (`r` after its header): its fields' values in the
+    order of `REQUEST_FIELDS[op]`; refuses trailing bytes."""
+    reader = _PAYLOADS.get(op)
+    values = reader(r) if reader is not None else ()
+    r.end()
+    return values
+
+
+def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
+    """Decode a whole request body into (op, handle, fields), byte strings as hex and a
+    WRITE_BATCH's records flattened (`_flat_record`); the shared vectors' decoder
+    (tests/vectors/make_vectors.py), reading every payload as the worker does (`read_payload`)."""
     r = Reader(body)
     op, handle = read_header(r)
-    f: dict = {}
-    if op == HELLO:
-        f = {"token": r.bytes().hex(), "version": r.u16()}
-    elif op == OPEN:
-        f = {"storeId": r.str(), "localDir": r.str(), "operatorId": r.i64(),
-             "storeName": r.str(), "conf": r.str_pairs()}
-    elif op == LOAD:
-        f = {"version": r.i64(), "batchTimestampMs": r.i64(), "manifestVersion": r.i64(),
-             "manifestPath": r.str(), "ssts": read_ssts(r), "changelogs": read_changelogs(r)}
-    elif op == BEGIN:
-        f = {"version": r.i64(), "mode": read_begin_mode(r), "batchTimestampMs": r.i64()}
-    elif op == WRITE_BATCH:
-        f = {"records": [_flat_record(rec) for rec in read_records(r)]}
-    elif op == GET:
-        f = {"key": r.bytes().hex()}
-    elif op == MULTI_GET:
-        f = {"keys": [r.bytes().hex() for _ in range(r.count(4))]}
-    elif op == ITER_OPEN:
-        f = {"prefix": r.bytes().hex(), "maxEntries": r.u32(), "mode": read_iter_mode(r)}
-    elif op == ITER_NEXT:
-        f = {"maxEntries": r.u32()}
-    elif op == COMMIT:
-        f = {"newVersion": r.i64(), "changelogPath": r.str()}
-    elif op == SNAPSHOT:
-        f = {"dir": r.str()}
-    elif op == CLOSE:
-        f = {"deleteFiles": r.bool()}
-    elif op == MANIFEST_FILES:
-        f = {"path": r.str(), "version": r.i64()}
-    elif op == READ_CHANGELOG:
-        f = {"path": r.str(), "version": r.i64(), "fromRecord": r.i64(), "maxRecords": r.u32()}
-    r.end()
-    return op, handle, f
+    f = dict(zip(REQUEST_FIELDS[op], read_payload(r, op)))
+    if op == WRITE_BATCH:
+        f["records"] = [_flat_record(rec) for rec in f["records"]]
+    return op, handle, {k: _hexed(v) for k, v in f.items()}
+
+
+def _hexed(v):
+    """`v` with every byte string as hex (a list changed in place), tuples as lists."""
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, tuple):
+        v = list(v)
+    if isinstance(v, list):
+        for i, x in enumerate(v):
+            v[i] = _hexed(x)
+    return v
 
 
 def read_ssts(r: Reader) -> list[tuple[str, str]]:

@@ -36,7 +36,7 @@ from typing import Callable
 from rocksdict import WriteBatch
 
 from . import checkpoint_reader as cr
-from . import layout, scratch, spark_hash, statefile
+from . import layout, prefix_key, scratch, spark_hash, statefile
 from .checkpoint_logs import CheckpointLogs
 from .engine import db_items
 from .errors import (RepartitionInvalidPartitionsError, RepartitionNotStoppedError,
@@ -372,11 +372,10 @@ def _rescale_store(plan: _StorePlan, n: int, version: int, tmp: str) -> _Built:
 
 def _placement(plan: _StorePlan, key: bytes, old_p: int, old_n: int, n: int) -> int:
     """The new partition of a stored key; checks Spark's hash puts it in `old_p` of `old_n`."""
-    row = key
-    if plan.prefix_cols:
-        if len(key) < 4:
-            raise RepartitionUnsupportedError(f"{plan.label}: a {len(key)}-byte prefix-scan key")
-        row = key[4 + int.from_bytes(key[:4], "big"):]
+    try:
+        row = prefix_key.key_row(key, plan.prefix_cols)
+    except ValueError as e:
+        raise RepartitionUnsupportedError(f"{plan.label}: {e}") from None
     try:
         h = spark_hash.signed(spark_hash.hash_row(row, plan.key_schema, plan.hash_fields))
     except (spark_hash.UnhashableError, ValueError, IndexError) as e:

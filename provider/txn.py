@@ -68,11 +68,10 @@ class Txn:
         self.fixed_clock = ttl.time_characteristic is not TimeCharacteristic.PROCESSING_TIME
         if not self.fixed_clock:
             self.now = store.clock.current_timestamp
-        elif ttl.event_time:  # the batch's watermark; unknown: the committed version's
-            fixed = event_time.clock(batch_ts, store.batch_ts)
-            self.now = lambda: fixed
-        else:  # the batch's timestamp; the clock at BEGIN when the JVM does not know it
-            fixed = batch_ts if batch_ts >= 0 else store.clock.current_timestamp()
+        else:  # the clock at BEGIN when the JVM does not know the batch's timestamp
+            fixed = transaction_clock(ttl, batch_ts, store.batch_ts)
+            if fixed is None:
+                fixed = store.clock.current_timestamp()
             self.now = lambda: fixed
         # the timestamp a write carries: the clock, except UNSTAMPED at watermark 0
         self.stamp = (lambda: event_time.stamp(fixed)) if ttl.event_time else self.now
@@ -466,6 +465,20 @@ class Txn:
         if self.cleans:
             self.cleanup.finish()
 
+
+
+def transaction_clock(ttl, batch_ts: int, committed: int) -> int | None:
+    """The clock a transaction of a store with TTL settings `ttl` runs at, from the one the JVM
+    sent at BEGIN (`batch_ts`: the batch's timestamp, under EventTime its watermark; -1 unknown)
+    and the committed version's (`committed`, `Store.batch_ts`): under EventTime
+    `event_time.clock`, else the batch's timestamp; None when it is the worker's wall clock
+    (ProcessingTime, or a batch timestamp the JVM does not know). The JVM's view relies on it
+    being what it sent whenever it sent one (tests/vectors/ttl_clock.tsv)."""
+    if ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME:
+        return None
+    if ttl.event_time:  # the batch's watermark; unknown: the committed version's
+        return event_time.clock(batch_ts, committed)
+    return batch_ts if batch_ts >= 0 else None
 
 
 def _plain_entries(merged, with_expiry: bool) -> Iterator[tuple]:

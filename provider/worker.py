@@ -13,7 +13,7 @@ import socket
 import threading
 from typing import Callable
 
-from . import conf, manifest, statefile
+from . import conf, manifest, replies, statefile
 from . import protocol as p
 from .errors import AuthError, ProtocolError, TtlstateError, UnknownHandleError
 from .frame_source import FrameSource
@@ -92,46 +92,39 @@ class Worker:
             for ih in [ih for ih, it in self.iters.items() if it.txn is t]:
                 del self.iters[ih]
 
-    # -- ops (each returns the OK payload Writer; r is positioned after the header) -----
+    # -- ops (each reads its payload with `protocol.read_payload` and returns its reply,
+    # encoded by `replies`; r is positioned after the header) -------------------------------
 
     def op_open(self, h, r):
-        store_id, local_dir, operator_id, store_name = r.str(), r.str(), r.i64(), r.str()
-        confs = dict(r.str_pairs())
-        r.end()
-        settings = conf.resolve(confs, "store")
-        ttl = conf.ttl_settings(confs, operator_id, store_name)
+        store_id, local_dir, operator_id, store_name, conf_pairs = p.read_payload(r, p.OPEN)
+        settings, ttl = resolve_store(dict(conf_pairs), operator_id, store_name)
         store = Store(store_id, local_dir, ttl, rocksdb=RocksDbSettings.from_conf(settings))
         handle = self._new_handle()
         self.stores[handle] = store
-        settings.update(_view_settings(ttl))
         log.info("worker %d opened %s in %s as handle %d (TTL %s)", self.index, store_id,
                  local_dir, handle, f"{store.ttl_ms} ms" if store.ttl_ms else "off")
-        return p.ok().u32(handle).str_pairs((k, _render(v)) for k, v in sorted(settings.items()))
+        return replies.opened(handle, reply_settings(settings, ttl))
 
     def op_load(self, h, r):
-        version, batch_ts, manifest_version, manifest_path = r.i64(), r.i64(), r.i64(), r.str()
-        ssts = dict(p.read_ssts(r))
-        changelogs = p.read_changelogs(r)
-        r.end()
+        version, batch_ts, manifest_version, manifest_path, ssts, changelogs = p.read_payload(r, p.LOAD)
+        ssts = dict(ssts)
         store = self._store(h)
         self._forget_txns_of(store)
-        return p.ok().i64(store.load(version, batch_ts, manifest_version, manifest_path,
-                                     ssts, changelogs))
+        return replies.loaded(store.load(version, batch_ts, manifest_version, manifest_path,
+                                         ssts, changelogs))
 
     def op_begin(self, h, r):
-        version, mode, batch_ts = r.i64(), p.read_begin_mode(r), r.i64()
-        r.end()
+        version, mode, batch_ts = p.read_payload(r, p.BEGIN)
         txn = self._store(h).begin(version, mode == p.BEGIN_READ_ONLY, batch_ts,
                                    changelog=mode == p.BEGIN_WRITE)
         handle = self._new_handle()
         self.txns[handle] = txn
-        return p.ok().u32(handle).u8(1 if txn.direct else 0)
+        return replies.begun(handle, txn.direct)
 
     def apply_write_batch(self, h, r):
         """WRITE_BATCH has no reply: errors are kept on the transaction (PROTOCOL.md)."""
         txn = self.txns.get(h)
-        records = p.read_records(r)  # decode fully first: a bad frame changes nothing
-        r.end()
+        (records,) = p.read_payload(r, p.WRITE_BATCH)  # decode fully first: a bad frame changes nothing
         if txn is None or not txn.open or txn.deferred_error is not None:
             return
         if txn.read_only:
@@ -145,23 +138,21 @@ class Worker:
             txn.deferred_error = TtlstateError(f"{type(e).__name__}: {e}")
 
     def op_get(self, h, r):
-        key = r.bytes()
-        r.end()
-        return _value(p.ok(), *self._txn(h).lookup(key))
+        (key,) = p.read_payload(r, p.GET)
+        return replies.got(*self._txn(h).lookup(key))
 
     def op_multi_get(self, h, r):
         """The answers of the keys asked, in order, as many as one reply carries
         (`protocol.answerable`); the JVM asks again for the rest."""
-        keys = [r.bytes() for _ in range(r.count(4))]
-        r.end()
+        (keys,) = p.read_payload(r, p.MULTI_GET)
         txn = self._txn(h)
         stored = txn.plain_values(keys)
         if stored is not None:  # one batched engine read, no Python call per key
-            w = p.ok().u32(len(stored)).answers(stored, MAX_TS)
+            w = replies.multi_got(len(stored), p.Writer().answers(stored, MAX_TS))
             if w.size() <= p.MULTI_GET_REPLY_BYTES:  # the usual reply: its length costs nothing
                 return w
             n = p.answerable(stored)
-            return p.ok().u32(n).answers(stored[:n], MAX_TS)
+            return replies.multi_got(n, p.Writer().answers(stored[:n], MAX_TS))
         body, n, size = p.Writer(), 0, 0
         stored = txn.stored_many(keys)  # one batched engine read; None: key by key
         for i, key in enumerate(keys):  # no lookup once the budget is reached: a lookup may refresh the entry
@@ -171,17 +162,15 @@ class Worker:
             size += p.answer_bytes(value)
             if n and size > p.MULTI_GET_REPLY_BYTES:
                 break  # looked up again when the JVM asks for the rest (same clock, same answer)
-            _value(body, value, expires_at)
+            replies.answer(body, value, expires_at)
             n += 1
-        w = p.ok().u32(n)
-        w.parts += body.parts
-        return w
+        return replies.multi_got(n, body)
 
-    def _chunk(self, w, gen, max_entries: int, with_expiry: bool):
-        """Append `u8 last, u32 n, pairs` with up to max_entries pairs (or ~1 MiB) to w, each
-        pair followed by its `i64 expiresAt` if `with_expiry`.
+    def _chunk(self, gen, max_entries: int):
+        """The next chunk of an iterator: up to max_entries entries (or ~1 MiB).
 
-        Returns (last, gen): whether the iteration ended, and the generator to go on with.
+        Returns (last, entries, gen): whether the iteration ended, the chunk's entries, and the
+        generator to go on with.
         """
         entries = list(itertools.islice(gen, max_entries))
         last = len(entries) < max_entries
@@ -201,51 +190,44 @@ class Worker:
                 last = True
             else:
                 gen = itertools.chain([nxt], gen)
-        w.u8(1 if last else 0).u32(len(entries)).pairs(entries, with_expiry)
-        return last, gen
+        return last, entries, gen
 
     def op_iter_open(self, h, r):
-        prefix, max_entries, mode = r.bytes(), max(1, r.u32()), p.read_iter_mode(r)
-        r.end()
+        prefix, max_entries, mode = p.read_payload(r, p.ITER_OPEN)
+        max_entries = max(1, max_entries)
         txn = self._txn(h)
         with_expiry = mode in (p.ITER_PAIRS_WITH_EXPIRY, p.ITER_STORED_WITH_EXPIRY)
         gen = txn.iterate(prefix, with_expiry, stored=mode == p.ITER_STORED_WITH_EXPIRY)
-        body = p.Writer()
-        last, gen = self._chunk(body, gen, max_entries, with_expiry)
+        last, entries, gen = self._chunk(gen, max_entries)
         handle = 0
         if not last:
             handle = self._new_handle()
             self.iters[handle] = _Iter(gen, txn, with_expiry)
-        w = p.ok().u32(handle)
-        w.parts.extend(body.parts)
-        return w
+        return replies.iter_opened(handle, last, entries, with_expiry)
 
     def op_iter_next(self, h, r):
-        max_entries = max(1, r.u32())
-        r.end()
+        (max_entries,) = p.read_payload(r, p.ITER_NEXT)
+        max_entries = max(1, max_entries)
         it = self.iters.get(h)
         if it is None:
             raise UnknownHandleError(f"no open iterator with handle {h}")
-        w = p.ok()
-        last, it.gen = self._chunk(w, it.gen, max_entries, it.with_expiry)
+        last, entries, it.gen = self._chunk(it.gen, max_entries)
         if last:
             del self.iters[h]
-        return w
+        return replies.iter_chunk(last, entries, it.with_expiry)
 
     def op_iter_close(self, h, r):
-        r.end()
+        p.read_payload(r, p.ITER_CLOSE)
         self.iters.pop(h, None)
-        return p.ok()
+        return replies.empty()
 
     def op_stats(self, h, r):
-        r.end()
+        p.read_payload(r, p.STATS)
         txn = self._txn(h)
-        w = p.ok().i64(txn.num_keys).i64(txn.store.memory_used())
-        return _metrics(w, txn.store.take_metrics(txn, final=False))
+        return replies.stats(txn.num_keys, txn.store.memory_used(), txn.store.take_metrics(txn, final=False))
 
     def op_commit(self, h, r):
-        new_version, path = r.i64(), r.str()
-        r.end()
+        new_version, path = p.read_payload(r, p.COMMIT)
         txn = self._txn(h)
         if txn.read_only:
             raise TtlstateError("cannot commit a read-only transaction")
@@ -255,40 +237,29 @@ class Worker:
             metrics = store.take_metrics(txn, final=True)
         finally:
             self._drop_txn(h)
-        w = p.ok().i64(num_keys).i64(size).i64(store.memory_used()).u8(1 if store.migrated else 0)
-        return _metrics(w, metrics)
+        return replies.committed(num_keys, size, store.memory_used(), store.migrated, metrics)
 
     def op_abort(self, h, r):
-        r.end()
+        p.read_payload(r, p.ABORT)
         self._drop_txn(h)
-        return p.ok()
+        return replies.empty()
 
     def op_snapshot(self, h, r):
-        directory = r.str()
-        r.end()
+        (directory,) = p.read_payload(r, p.SNAPSHOT)
         version, num_keys, manifest_path, ssts = self._store(h).snapshot(directory)
-        w = p.ok().i64(version).i64(num_keys).str(manifest_path).u32(len(ssts))
-        for name, path, size in ssts:
-            w.str(name).str(path).i64(size)
-        return w
+        return replies.snapshot(version, num_keys, manifest_path, ssts)
 
     def op_manifest_files(self, h, r):
-        path, version = r.str(), r.i64()
-        r.end()
+        path, version = p.read_payload(r, p.MANIFEST_FILES)
         m = manifest.read(path, version)
-        w = p.ok().u32(len(m.ssts))
-        for f in m.ssts:
-            w.str(f.name).i64(f.size)
-        return w
+        return replies.manifest_files([(f.name, f.size) for f in m.ssts])
 
     def op_read_changelog(self, h, r):
         """Records `fromRecord` on of a changelog file, at most `maxRecords` and about
         `MAX_CHUNK_BYTES`; the reply ends with the next record's index, -1 at the end."""
-        path, version, start, max_records = r.str(), r.i64(), r.i64(), r.u32()
-        r.end()
+        path, version, start, max_records = p.read_payload(r, p.READ_CHANGELOG)
         if start < 0:  # well-formed, so an error reply (the connection stays)
             raise TtlstateError(f"READ_CHANGELOG from a negative record index {start}")
-        w = p.ok()
         body = p.Writer()
         n = size = 0
         index, following = 0, -1
@@ -297,31 +268,25 @@ class Worker:
                 if n >= max(max_records, 1) or (n and size >= MAX_CHUNK_BYTES):
                     following = index
                     break
-                if value is None:
-                    body.u8(p.RECORD_REMOVE).bytes(key)
-                else:
-                    body.u8(p.RECORD_PUT).bytes(key).bytes(value)
+                replies.changelog_record(body, key, value)
                 n += 1
                 size += len(key) + (len(value) if value is not None else 0) + 9
             index += 1
-        w.u32(n)
-        w.parts.extend(body.parts)
-        return w.i64(following)
+        return replies.changelog_records(n, body, following)
 
     def op_close(self, h, r):
-        delete_files = r.bool()
-        r.end()
+        (delete_files,) = p.read_payload(r, p.CLOSE)
         self._close_store(h, delete_files)
-        return p.ok()
+        return replies.empty()
 
     def op_ping(self, h, r):
-        r.end()
-        return p.ok()
+        p.read_payload(r, p.PING)
+        return replies.empty()
 
     def op_maintain(self, h, r):
-        r.end()
+        p.read_payload(r, p.MAINTAIN)
         self._store(h).maintain()
-        return p.ok()
+        return replies.empty()
 
     def _close_store(self, h: int, delete_files: bool):
         """Forget store handle `h` and its transactions, and close its database."""
@@ -374,14 +339,13 @@ class Worker:
         op, _ = p.read_header(r)
         if op != p.HELLO:
             raise AuthError(f"first frame must be HELLO, got {p.OP_NAMES[op]}")
-        token, version = r.bytes(), r.u16()
-        r.end()
+        token, version = p.read_payload(r, p.HELLO)
         if not _consteq(token, self.token):
             raise AuthError("wrong token")
         if version != p.PROTOCOL_VERSION:
             raise AuthError(f"protocol version {version} is not supported "
                             f"(this worker speaks {p.PROTOCOL_VERSION})")
-        conn.sendall(p.ok().u16(p.PROTOCOL_VERSION).i32(os.getpid()).u32(self.index).frame())
+        conn.sendall(replies.hello(os.getpid(), self.index).frame())
 
     def _dispatch(self, body: bytes, owned: set[int]) -> bytes | None:
         r = p.Reader(body)
@@ -408,6 +372,18 @@ class Worker:
             return w.frame()
 
 
+def resolve_store(confs: dict[str, str], operator_id: int, store_name: str) -> tuple[dict[str, object], TtlConfig]:
+    """A store's settings (short names, `conf.resolve`) and TTL settings (store > operator >
+    global, `conf.ttl_settings`) from OPEN's confs; `InvalidConfError` names a bad key."""
+    return conf.resolve(confs, "store"), conf.ttl_settings(confs, operator_id, store_name)
+
+
+def reply_settings(settings: dict[str, object], ttl: TtlConfig) -> list[tuple[str, object]]:
+    """What an OPEN reply gives the JVM, by name: the store's resolved settings
+    (`conf.resolve(..., "store")`) and what it needs to answer reads itself (`_view_settings`)."""
+    return sorted({**settings, **_view_settings(ttl)}.items())
+
+
 def _view_settings(ttl: TtlConfig) -> dict[str, object]:
     """What the JVM needs to answer reads itself (docs/PROTOCOL.md, OPEN)."""
     return {"ttl.ms": ttl.ttl_ms if ttl.enabled else 0,
@@ -417,24 +393,6 @@ def _view_settings(ttl: TtlConfig) -> dict[str, object]:
             "ttl.countsAccesses": ttl.incremental_cleanup,
             "ttl.returnExpired": ttl.enabled and ttl.state_visibility is StateVisibility.RETURN_EXPIRED_IF_NOT_CLEANED_UP,
             "ttl.countsEveryRecord": ttl.enabled and ttl.incremental_cleanup and ttl.incremental_every_record}
-
-
-def _value(w: p.Writer, value: bytes | None, expires_at: int) -> p.Writer:
-    """Append `optbytes value [i64 expiresAt]` (a GET answer)."""
-    w.optbytes(value)
-    return w if value is None else w.i64(expires_at)
-
-
-def _render(v) -> str:
-    return ("true" if v else "false") if isinstance(v, bool) else str(v)
-
-
-def _metrics(w: p.Writer, metrics: list[tuple[str, int]]) -> p.Writer:
-    """Append `u32 n, (str name, i64 value) * n`."""
-    w.u32(len(metrics))
-    for name, value in metrics:
-        w.str(name).i64(value)
-    return w
 
 
 def _consteq(a: bytes, b: bytes) -> bool:

@@ -1,10 +1,17 @@
-"""Regenerate tests/vectors/frames.tsv: `python tests/vectors/make_vectors.py`.
+"""Regenerate the frame vectors: `python tests/vectors/make_vectors.py`.
 
-Each line is `name <TAB> hex of the frame body <TAB> canonical decoding`. The canonical
-decoding is the JSON of `ttlstate.protocol.decode_request` for requests, with keys sorted
-and no spaces; the JVM unit test `FrameVectorsTest` renders its own decoding the same way and
-compares.
-Lines named `bad-*` must be refused by both decoders.
+`frames.tsv`, requests: `name <TAB> hex of the body <TAB> canonical decoding`, the canonical
+decoding being the JSON of `ttlstate.protocol.decode_request` (which reads each payload as the
+worker does) with keys sorted and no spaces. The JVM unit test `FrameVectorsTest` builds every
+request the JVM sends from the decoded fields with the shim's own encoders (`Requests`,
+`Records`) and compares the bytes. Lines named `bad-*` must be refused by the Python decoder.
+
+`replies.tsv`, the worker's replies: `name <TAB> op <TAB> request context (JSON) <TAB> hex of
+the body <TAB> fields (JSON)`, each body encoded by the worker's own encoders
+(`ttlstate.replies`, `protocol.error_frame`) from the fields; the JVM unit test
+`ReplyVectorsTest` decodes every body with the shim's decoders (`Reply`) and compares the
+fields (`"ERROR"`: the JVM must refuse it). The context is what the JVM knows of its request
+(`asked` keys of a MULTI_GET, `mode` of an ITER_OPEN, an ITER_NEXT's iterator's mode).
 """
 
 from __future__ import annotations
@@ -12,14 +19,18 @@ from __future__ import annotations
 import json
 import pathlib
 
+from ttlstate import conf, replies, worker
 from ttlstate import protocol as p
+from ttlstate.confkeys import PREFIX
 
 OUT = pathlib.Path(__file__).with_name("frames.tsv")
+OUT_REPLIES = OUT.with_name("replies.tsv")
+MAX = (1 << 63) - 1
 
 
 def vectors():
     R = p.request
-    yield "hello", R(p.HELLO, 0).bytes(bytes.fromhex("00ff10")).u16(4)
+    yield "hello", R(p.HELLO, 0).bytes(bytes.fromhex("00ff10")).u16(p.PROTOCOL_VERSION)
     yield "open", R(p.OPEN, 0).str("op=0,part=3,name=default").str("/tmp/é/x").i64(3).str("left-keyToNumValues").str_pairs(
         [("spark.sql.streaming.stateStore.ttlstate.writeBatchBytes", "1024")])
     yield "load", (R(p.LOAD, 7).i64(12).i64(1700000000123).i64(9).str("/d/9.manifest")
@@ -36,6 +47,15 @@ def vectors():
     yield "write-batch-live", (R(p.WRITE_BATCH, 9).u32(3).u8(p.RECORD_PUT_OVER_LIVE).bytes(b"k1").bytes(b"v")
                                .i64(1700003600000).u8(p.RECORD_REMOVE_LIVE).bytes(b"k2").i64(-2)
                                .u8(p.RECORD_PUT_NEW).bytes(b"k3").bytes(b""))
+    yield "write-batch-every-kind", (R(p.WRITE_BATCH, 9).u32(8)
+                                     .u8(p.RECORD_PUT).bytes(b"k1").bytes(b"v1")
+                                     .u8(p.RECORD_REMOVE).bytes(b"k2")
+                                     .u8(p.RECORD_ACCESS).u32(4294967295)
+                                     .u8(p.RECORD_PUT_NEW).bytes(b"k4").bytes(b"")
+                                     .u8(p.RECORD_PUT_OVER).bytes(b"").bytes(b"\x00\xff")
+                                     .u8(p.RECORD_REMOVE_PRESENT).bytes(b"k6")
+                                     .u8(p.RECORD_PUT_OVER_LIVE).bytes(b"k7").bytes(b"v7").i64(MAX - 1)
+                                     .u8(p.RECORD_REMOVE_LIVE).bytes(b"k8").i64(-(1 << 63)))
     yield "get", R(p.GET, 9).bytes(b"\x00\x01\xfe")
     yield "multi-get", R(p.MULTI_GET, 9).u32(2).bytes(b"a").bytes(b"")
     yield "iter-open", R(p.ITER_OPEN, 9).bytes(b"").u32(1024).u8(0)
@@ -73,17 +93,119 @@ def canonical(body: bytes) -> str:
         op, handle, fields = p.decode_request(body)
     except p.ProtocolError:
         return "ERROR"
-    fields = {k: _jsonable(v) for k, v in fields.items()}
-    return json.dumps({"op": p.OP_NAMES[op], "handle": handle, **fields},
-                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return _json({"op": p.OP_NAMES[op], "handle": handle, **fields})
 
 
-def _jsonable(v):
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, bytes):
-        return v.hex()
-    return v
+def _json(v) -> str:
+    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _settings(confs: dict[str, str], operator: int, store: str) -> list[tuple[str, object]]:
+    """An OPEN reply's settings for `confs`, resolved as the worker resolves them (op_open)."""
+    return worker.reply_settings(*worker.resolve_store(confs, operator, store))
+
+
+def reply_vectors():
+    """(name, op, context, body, fields) of each reply vector."""
+    def hexed(b):
+        return None if b is None else b.hex()
+
+    yield "hello", p.HELLO, {}, replies.hello(4242, 3), \
+        {"protocolVersion": p.PROTOCOL_VERSION, "workerPid": 4242, "workerIndex": 3}
+    for name, confs, operator, store in [
+        ("open-defaults", {conf.SKIP_NULLS_KEY: "false"}, 0, "default"),
+        ("open-ttl-overrides", {PREFIX + "ttl": "1h", PREFIX + "writeBatchBytes": "1024",
+                                PREFIX + "operator.3.store.left-keyToNumValues.updateType": "OnReadAndWrite",
+                                PREFIX + "operator.3.timeCharacteristic": "EventTime",
+                                PREFIX + "operator.4.ttl": "0",
+                                PREFIX + "checkpoint.localCacheDir": "/tmp/é/cache",
+                                PREFIX + "latencyTracking.enabled": "true",
+                                conf.SKIP_NULLS_KEY: "true"}, 3, "left-keyToNumValues"),
+    ]:
+        settings = _settings(confs, operator, store)
+        yield name, p.OPEN, {}, replies.opened(4294967295, settings), \
+            {"storeHandle": 4294967295, "settings": {k: replies.render(v) for k, v in settings}}
+    yield "load", p.LOAD, {}, replies.loaded(1 << 40), {"numKeys": 1 << 40}
+    yield "begin-direct", p.BEGIN, {}, replies.begun(9, True), {"txnHandle": 9, "direct": True}
+    yield "begin-overlay", p.BEGIN, {}, replies.begun(10, False), {"txnHandle": 10, "direct": False}
+    for name, value, expires_at in [("get", b"v\x00", 1700003600000), ("get-empty", b"", MAX),
+                                    ("get-absent", None, 0)]:
+        yield name, p.GET, {}, replies.got(value, expires_at), {"value": hexed(value), "expiresAt": expires_at}
+    answers = [(b"a", MAX), (None, 0), (b"", -5)]
+    body = p.Writer()
+    for value, expires_at in answers:
+        replies.answer(body, value, expires_at)
+    fields = {"answers": [[hexed(v), e] for v, e in answers]}
+    yield "multi-get", p.MULTI_GET, {"asked": 3}, replies.multi_got(3, body), fields
+    body = p.Writer()
+    for value, expires_at in answers[:2]:
+        replies.answer(body, value, expires_at)
+    yield "multi-get-first-of-more", p.MULTI_GET, {"asked": 5}, replies.multi_got(2, body), \
+        {"answers": fields["answers"][:2]}
+    plain = [b"x", None, b"yz"]
+    yield "multi-get-plain", p.MULTI_GET, {"asked": 3}, replies.multi_got(3, p.Writer().answers(plain, MAX)), \
+        {"answers": [[hexed(v), 0 if v is None else MAX] for v in plain]}
+    pairs = [(b"k1", b"v1"), (b"\x00", b"")]
+    expiring = [(b"k1", b"v1", 1700003600000), (b"k2", b"", MAX)]
+    for name, handle, last, entries, mode in [("iter-open", 7, False, pairs, p.ITER_PAIRS),
+                                              ("iter-open-last", 0, True, [], p.ITER_PAIRS),
+                                              ("iter-open-expiry", 8, False, expiring, p.ITER_PAIRS_WITH_EXPIRY),
+                                              ("iter-open-stored", 0, True, expiring, p.ITER_STORED_WITH_EXPIRY)]:
+        with_expiry = mode != p.ITER_PAIRS
+        yield name, p.ITER_OPEN, {"mode": mode}, replies.iter_opened(handle, last, entries, with_expiry), \
+            {"iterHandle": handle, "last": last, "entries": [[hexed(x) if isinstance(x, bytes) else x for x in e]
+                                                               for e in entries]}
+    for name, last, entries, mode in [("iter-next", True, pairs, p.ITER_PAIRS),
+                                      ("iter-next-expiry", False, expiring, p.ITER_PAIRS_WITH_EXPIRY)]:
+        with_expiry = mode != p.ITER_PAIRS
+        yield name, p.ITER_NEXT, {"mode": mode}, replies.iter_chunk(last, entries, with_expiry), \
+            {"last": last, "entries": [[hexed(x) if isinstance(x, bytes) else x for x in e] for e in entries]}
+    metrics = [("ttlstateOpenTransactions", 1), ("ttlstateExpiredOnRead", -3)]
+    yield "stats", p.STATS, {}, replies.stats(10, 2048, metrics), \
+        {"numKeys": 10, "memoryUsedBytes": 2048, "metrics": dict(metrics)}
+    yield "commit", p.COMMIT, {}, replies.committed(10, 512, 4096, True, metrics), \
+        {"numKeys": 10, "fileBytes": 512, "memoryUsedBytes": 4096, "snapshotWanted": True, "metrics": dict(metrics)}
+    yield "commit-no-metrics", p.COMMIT, {}, replies.committed(0, 0, 0, False, []), \
+        {"numKeys": 0, "fileBytes": 0, "memoryUsedBytes": 0, "snapshotWanted": False, "metrics": {}}
+    ssts = [("000009-3fa2b4c5d6e7f801.sst", "/l/snap-5/000009.sst", 1234), ("000010-00ff00ff00ff00ff.sst", "/l/é.sst", 0)]
+    yield "snapshot", p.SNAPSHOT, {}, replies.snapshot(5, 10, "/l/snap-5/5.manifest", ssts), \
+        {"version": 5, "numKeys": 10, "manifestPath": "/l/snap-5/5.manifest", "ssts": [list(s) for s in ssts]}
+    listed = [(name, size) for name, _, size in ssts]
+    yield "manifest-files", p.MANIFEST_FILES, {}, replies.manifest_files(listed), \
+        {"ssts": [list(s) for s in listed]}
+    records = [(b"k", b"v"), (b"k2", None), (b"", b"")]
+    body = p.Writer()
+    for key, value in records:
+        replies.changelog_record(body, key, value)
+    yield "read-changelog", p.READ_CHANGELOG, {}, replies.changelog_records(3, body, 4096), \
+        {"records": [[hexed(k), hexed(v)] for k, v in records], "next": 4096}
+    yield "read-changelog-end", p.READ_CHANGELOG, {}, replies.changelog_records(0, p.Writer(), -1), \
+        {"records": [], "next": -1}
+    for op in (p.ITER_CLOSE, p.ABORT, p.CLOSE, p.PING, p.MAINTAIN):
+        yield p.OP_NAMES[op].lower().replace("_", "-"), op, {}, replies.empty(), {}
+    error = p.error_frame("TTLSTATE_VERSION_MISMATCH", "version 5 is not é")
+    yield "error", p.BEGIN, {}, error[4:], {"errorClass": "TTLSTATE_VERSION_MISMATCH", "message": "version 5 is not é"}
+    # malformed replies the JVM must refuse
+    W = p.Writer
+    yield "bad-status", p.PING, {}, W().u8(2), "ERROR"
+    yield "bad-trailing", p.LOAD, {}, replies.loaded(1).u8(0), "ERROR"
+    yield "bad-truncated", p.LOAD, {}, p.ok().u32(1), "ERROR"
+    yield "bad-bool", p.BEGIN, {}, p.ok().u32(9).u8(2), "ERROR"
+    yield "bad-optbytes", p.GET, {}, p.ok().u8(2), "ERROR"
+    yield "bad-bytes-overrun", p.GET, {}, p.ok().u8(1).u32(10).u8(1), "ERROR"
+    yield "bad-multi-get-none", p.MULTI_GET, {"asked": 2}, p.ok().u32(0), "ERROR"
+    yield "bad-multi-get-more", p.MULTI_GET, {"asked": 1}, replies.multi_got(2, W().answers([b"a", b"b"], MAX)), "ERROR"
+    yield "bad-count-overrun", p.MANIFEST_FILES, {}, p.ok().u32(1000000), "ERROR"
+    yield "bad-chunk-without-expiry", p.ITER_NEXT, {"mode": p.ITER_PAIRS_WITH_EXPIRY}, \
+        replies.iter_chunk(True, [(b"k", b"v")], False), "ERROR"
+    yield "bad-utf8", p.SNAPSHOT, {}, p.ok().i64(5).i64(1).bytes(b"\xff\xfe").u32(0), "ERROR"
+    yield "bad-changelog-kind", p.READ_CHANGELOG, {}, p.ok().u32(1).u8(p.RECORD_PUT_NEW).bytes(b"k").bytes(b"v").i64(-1), \
+        "ERROR"
+    yield "bad-metrics-truncated", p.STATS, {}, p.ok().i64(1).i64(2).u32(1).str("ttlstateX"), "ERROR"
+
+
+def _body(w) -> bytes:
+    return w if isinstance(w, bytes) else w.body()
 
 
 def main():
@@ -92,7 +214,11 @@ def main():
         body = w.body()
         lines.append(f"{name}\t{body.hex()}\t{canonical(body)}")
     OUT.write_text("\n".join(lines) + "\n")
-    print(f"wrote {len(lines)} vectors to {OUT}")
+    reply_lines = [f"{name}\t{p.OP_NAMES[op]}\t{_json(context)}\t{_body(w).hex()}\t"
+                   f"{fields if fields == 'ERROR' else _json(fields)}"
+                   for name, op, context, w, fields in reply_vectors()]
+    OUT_REPLIES.write_text("\n".join(reply_lines) + "\n")
+    print(f"wrote {len(lines)} vectors to {OUT}, {len(reply_lines)} to {OUT_REPLIES}")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ import scala.runtime.BoxedUnit;
  */
 public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit>
         implements SparkSessionExtensionsProvider {
-    private static final String SETTING = "timeCharacteristic";
     private static final String PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass";
     /** Logical operators Spark runs with state when their input is a stream (and Join, stream-stream). */
     private static final Set<String> STATEFUL = Set.of("Aggregate", "Deduplicate", "DeduplicateWithinWatermark",
@@ -81,13 +80,15 @@ public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExte
         }
     }
 
-    /** The first (by key) ttlstate setting of {@code confs} that puts TTL on event time, or null. */
+    /**
+     * The first (by key) ttlstate setting of {@code confs} that puts TTL on event time, global or
+     * an override of any operator or store ({@link ConfKeys#split}), or null.
+     */
     static Map.Entry<String, String> eventTimeSetting(Map<String, String> confs) {
         for (Map.Entry<String, String> e : new TreeMap<>(confs).entrySet()) {
-            String k = e.getKey();
-            boolean isSetting = k.equals(ConfKeys.PREFIX + SETTING)
-                    || (k.startsWith(ConfKeys.PREFIX + "operator.") && k.endsWith("." + SETTING));
-            if (isSetting && e.getValue().trim().equalsIgnoreCase("EventTime")) {
+            ConfKeys.Scoped k = ConfKeys.split(e.getKey());
+            if (k != null && ConfKeys.TIME_CHARACTERISTIC.equals(k.name)
+                    && e.getValue().trim().equalsIgnoreCase(ConfKeys.EVENT_TIME)) {
                 return e;
             }
         }

@@ -1,18 +1,20 @@
 package io.ttlstate.spark.checkpoint;
 
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
 import io.ttlstate.spark.protocol.FrameReader;
-import io.ttlstate.spark.protocol.FrameWriter;
-import io.ttlstate.spark.protocol.Op;
+import io.ttlstate.spark.protocol.Reply;
+import io.ttlstate.spark.protocol.Requests;
 import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
 
 /**
  * The store requests that move checkpoint data (docs/PROTOCOL.md): LOAD, SNAPSHOT,
- * MANIFEST_FILES and READ_CHANGELOG, encoded and decoded in one place. Errors come back as
+ * MANIFEST_FILES and READ_CHANGELOG, sent ({@link Requests} encodes them, {@link Reply}
+ * decodes their replies) and answered in the checkpoint's terms. Errors come back as
  * {@link WorkerException}, I/O failures as {@link java.io.UncheckedIOException}.
  */
 final class CheckpointRequests {
@@ -62,77 +64,42 @@ final class CheckpointRequests {
     static long load(WorkerConnection conn, long storeHandle, long version, long batchTimestampMs,
                      long manifestVersion, java.nio.file.Path manifest, Map<String, java.nio.file.Path> ssts,
                      Map<Long, java.nio.file.Path> changelogs) {
-        FrameWriter w = FrameWriter.request(Op.LOAD, storeHandle)
-                .i64(version).i64(batchTimestampMs).i64(manifestVersion)
-                .str(manifest == null ? "" : manifest.toString())
-                .u32(ssts.size());
-        ssts.forEach((name, path) -> w.str(name).str(path.toString()));
-        w.u32(changelogs.size());
-        changelogs.forEach((v, path) -> w.i64(v).str(path.toString()));
-        FrameReader r = conn.call(w);
-        return Replies.decode(() -> {
-            long n = r.i64();
-            r.end();
-            return n;
-        });
+        Map<String, String> sstPaths = new LinkedHashMap<>();
+        ssts.forEach((name, path) -> sstPaths.put(name, path.toString()));
+        Map<Long, String> changelogPaths = new LinkedHashMap<>();
+        changelogs.forEach((v, path) -> changelogPaths.put(v, path.toString()));
+        FrameReader r = conn.call(Requests.load(storeHandle, version, batchTimestampMs, manifestVersion,
+                manifest == null ? "" : manifest.toString(), sstPaths, changelogPaths));
+        return Replies.decode(() -> Reply.load(r));
     }
 
     /** SNAPSHOT the store's committed version into {@code dir} (which must not exist). */
     static Snapshot snapshot(WorkerConnection conn, long storeHandle, java.nio.file.Path dir) {
-        FrameReader r = conn.call(FrameWriter.request(Op.SNAPSHOT, storeHandle).str(dir.toString()));
-        return Replies.decode(() -> {
-            long version = r.i64();
-            long numKeys = r.i64();
-            java.nio.file.Path manifest = java.nio.file.Path.of(r.str());
-            int n = r.count(16);
-            List<LocalSst> ssts = new ArrayList<>(n);
-            for (int i = 0; i < n; i++) {
-                String name = r.str();
-                java.nio.file.Path path = java.nio.file.Path.of(r.str());
-                ssts.add(new LocalSst(name, r.i64(), path));
-            }
-            r.end();
-            return new Snapshot(version, numKeys, manifest, ssts);
-        });
+        FrameReader r = conn.call(Requests.snapshot(storeHandle, dir.toString()));
+        Reply.Snapshot s = Replies.decode(() -> Reply.snapshot(r));
+        List<LocalSst> ssts = new ArrayList<>(s.ssts.size());
+        for (Reply.LocalSst sst : s.ssts) {
+            ssts.add(new LocalSst(sst.name, sst.size, java.nio.file.Path.of(sst.path)));
+        }
+        return new Snapshot(s.version, s.numKeys, java.nio.file.Path.of(s.manifestPath), ssts);
     }
 
     /** The SSTs the manifest of {@code version} at local path {@code manifest} references. */
     static List<Sst> manifestFiles(WorkerConnection conn, java.nio.file.Path manifest, long version) {
-        FrameReader r = conn.call(FrameWriter.request(Op.MANIFEST_FILES, 0).str(manifest.toString()).i64(version));
-        return Replies.decode(() -> {
-            int n = r.count(12);
-            List<Sst> out = new ArrayList<>(n);
-            for (int i = 0; i < n; i++) {
-                out.add(new Sst(r.str(), r.i64()));
-            }
-            r.end();
-            return out;
-        });
+        FrameReader r = conn.call(Requests.manifestFiles(manifest.toString(), version));
+        List<Reply.Sst> listed = Replies.decode(() -> Reply.manifestFiles(r));
+        List<Sst> out = new ArrayList<>(listed.size());
+        for (Reply.Sst sst : listed) {
+            out.add(new Sst(sst.name, sst.size));
+        }
+        return out;
     }
 
     /** READ_CHANGELOG: up to {@code maxRecords} records of a local changelog from index {@code fromRecord}. */
     static ChangelogChunk readChangelog(WorkerConnection conn, java.nio.file.Path changelog, long version,
                                         long fromRecord, int maxRecords) {
-        FrameReader r = conn.call(FrameWriter.request(Op.READ_CHANGELOG, 0).str(changelog.toString()).i64(version)
-                .i64(fromRecord).u32(maxRecords));
-        return Replies.decode(() -> {
-            int n = r.count(5);
-            List<byte[]> keys = new ArrayList<>(n);
-            List<byte[]> values = new ArrayList<>(n);
-            for (int i = 0; i < n; i++) {
-                int kind = r.u8();
-                keys.add(r.bytes());
-                if (kind == Op.RECORD_PUT) {
-                    values.add(r.bytes());
-                } else if (kind == Op.RECORD_REMOVE) {
-                    values.add(null);
-                } else {
-                    throw new io.ttlstate.spark.protocol.ProtocolException("unknown changelog record kind " + kind);
-                }
-            }
-            long next = r.i64();
-            r.end();
-            return new ChangelogChunk(keys, values, next);
-        });
+        FrameReader r = conn.call(Requests.readChangelog(changelog.toString(), version, fromRecord, maxRecords));
+        Reply.ChangelogRecords c = Replies.decode(() -> Reply.readChangelog(r));
+        return new ChangelogChunk(c.keys, c.values, c.next);
     }
 }

@@ -8,7 +8,7 @@ import io.ttlstate.spark.ConfKeys;
  */
 public final class NoChangelogException extends UnsupportedOperationException {
     private static final long serialVersionUID = 1L;
-    public static final String MODE_KEY = ConfKeys.PREFIX + "checkpoint.mode";
+    public static final String MODE_KEY = ConfKeys.PREFIX + ConfKeys.CHECKPOINT_MODE;
 
     /** {@code what}: what cannot be done ("read the change feed of ..."). */
     NoChangelogException(String what, long version) {

@@ -10,8 +10,6 @@ import java.util.stream.Collectors;
 
 import io.ttlstate.spark.MaxMetric;
 import io.ttlstate.spark.compat.SparkCompat;
-import io.ttlstate.spark.protocol.FrameReader;
-import io.ttlstate.spark.protocol.ProtocolException;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSumMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomTimingMetric;
@@ -179,14 +177,14 @@ public final class StoreMetrics {
     }
 
     /**
-     * Reads a reply's {@code metrics} list; its declared metrics replace the worker values
+     * Takes a reply's {@code metrics} (by name); its declared metrics replace the worker values
      * (absent ones become 0), undeclared names are ignored.
      */
-    public void readWorkerMetrics(FrameReader r) throws ProtocolException {
+    public void workerMetrics(Map<String, Long> reported) {
         long[] values = new long[WORKER.size()];
-        for (int i = 0, n = r.count(12); i < n; i++) {
-            String name = r.str();
-            long value = r.i64();
+        for (Map.Entry<String, Long> e : reported.entrySet()) {
+            String name = e.getKey();
+            long value = e.getValue();
             Integer index = WORKER_INDEX.get(name);
             if (index != null) {
                 values[index] = value;

@@ -25,6 +25,8 @@ import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.FrameWriter;
 import io.ttlstate.spark.protocol.Op;
 import io.ttlstate.spark.protocol.ProtocolException;
+import io.ttlstate.spark.protocol.Reply;
+import io.ttlstate.spark.protocol.Requests;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -46,7 +48,7 @@ import org.slf4j.LoggerFactory;
 public final class WorkerConnection implements Closeable {
     private static final Logger LOG = LoggerFactory.getLogger(WorkerConnection.class);
 
-    static final String TIMEOUT_KEY = ConfKeys.PREFIX + "workerTimeout";
+    static final String TIMEOUT_KEY = ConfKeys.PREFIX + ConfKeys.WORKER_TIMEOUT;
     private static final Set<WorkerConnection> OPEN = ConcurrentHashMap.newKeySet();
     private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "ttlstate-worker-watchdog");
@@ -121,12 +123,10 @@ public final class WorkerConnection implements Closeable {
     }
 
     private void hello() throws IOException {
-        FrameWriter w = FrameWriter.request(Op.HELLO, 0).bytes(service.token()).u16(Op.PROTOCOL_VERSION);
-        FrameReader r = callUnchecked(w);
-        int version = r.u16();
-        workerPid = r.i32();
-        long index = r.u32();
-        r.end();
+        Reply.Hello hello = Reply.hello(callUnchecked(Requests.hello(service.token())));
+        int version = hello.protocolVersion;
+        workerPid = hello.workerPid;
+        long index = hello.workerIndex;
         if (version != Op.PROTOCOL_VERSION) {
             throw new WorkerException(ErrorClasses.PROTOCOL_ERROR,
                     "worker speaks protocol version " + version + ", expected " + Op.PROTOCOL_VERSION);
@@ -361,8 +361,9 @@ public final class WorkerConnection implements Closeable {
         readFully(ByteBuffer.wrap(body));
         FrameReader r = new FrameReader(body);
         if (r.status() == Op.STATUS_ERROR) {
-            String errorClass = r.str();
-            String message = r.str();
+            Reply.Failed failed = Reply.error(r);
+            String errorClass = failed.errorClass;
+            String message = failed.message;
             if (ErrorClasses.PROTOCOL_ERROR.equals(errorClass) || ErrorClasses.AUTH.equals(errorClass)) {
                 broken = true; // the worker closes the connection after these
             }

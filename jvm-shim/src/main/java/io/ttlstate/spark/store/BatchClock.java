@@ -118,14 +118,18 @@ final class BatchClock {
         try (FSDataInputStream in = offsets.getFileSystem(hadoopConf).open(offsets);
              BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
             String version = r.readLine();
-            String metadata = r.readLine();
-            Matcher ts = metadata == null ? null : TIMESTAMP.matcher(metadata);
-            if (version == null || ts == null || !ts.find()) {
-                throw new IOException("no batchTimestampMs on the second line");
-            }
-            Matcher wm = WATERMARK.matcher(metadata);
-            // Spark always writes batchWatermarkMs (0 until the query has a watermark)
-            return new Times(Long.parseLong(ts.group(1)), wm.find() ? Long.parseLong(wm.group(1)) : 0);
+            return parse(version, r.readLine());
         }
+    }
+
+    /** The clocks of an offset log entry from its first two lines (null: none), read as {@link #read} does. */
+    static Times parse(String version, String metadata) throws IOException {
+        Matcher ts = metadata == null ? null : TIMESTAMP.matcher(metadata);
+        if (version == null || ts == null || !ts.find()) {
+            throw new IOException("no batchTimestampMs on the second line");
+        }
+        Matcher wm = WATERMARK.matcher(metadata);
+        // Spark always writes batchWatermarkMs (0 until the query has a watermark)
+        return new Times(Long.parseLong(ts.group(1)), wm.find() ? Long.parseLong(wm.group(1)) : 0);
     }
 }

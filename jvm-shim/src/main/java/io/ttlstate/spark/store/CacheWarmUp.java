@@ -4,8 +4,9 @@ import io.ttlstate.spark.cache.CachedVersionView;
 import io.ttlstate.spark.cache.KeyFilter;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.protocol.FrameReader;
-import io.ttlstate.spark.protocol.FrameWriter;
 import io.ttlstate.spark.protocol.Op;
+import io.ttlstate.spark.protocol.Reply;
+import io.ttlstate.spark.protocol.Requests;
 import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
 import io.ttlstate.spark.ttl.TtlRule;
@@ -33,12 +34,13 @@ final class CacheWarmUp {
             // with TTL every stored entry, the expired ones too: the filter must hold every stored
             // key, as it tells presence hints "not stored" (RemoteTxn.stored)
             boolean ttl = settings.ttlMs != 0;
-            FrameReader r = conn.call(FrameWriter.request(Op.ITER_OPEN, txn.handle()).bytes(new byte[0])
-                    .u32(CHUNK_ENTRIES).u8(ttl ? Op.ITER_STORED_WITH_EXPIRY : Op.ITER_PAIRS_WITH_EXPIRY));
+            FrameReader opened = conn.call(Requests.iterOpen(txn.handle(), new byte[0], CHUNK_ENTRIES,
+                    ttl ? Op.ITER_STORED_WITH_EXPIRY : Op.ITER_PAIRS_WITH_EXPIRY));
             // an expired entry goes into the filter only, unless reads may return it (as they did
             // when the warm-up read the visible entries)
             long hideExpiredAt = ttl && !settings.ttlReturnExpired ? batchTimestampMs : Long.MIN_VALUE;
-            long iter = Replies.decode(r::u32);
+            long iter = Replies.decode(() -> Reply.iterHandle(opened));
+            FrameReader r = opened;
             long read = 0;
             boolean rememberedAll = true;
             while (true) {
@@ -49,7 +51,7 @@ final class CacheWarmUp {
                     break;
                 }
                 metrics.roundTrip();
-                r = conn.call(FrameWriter.request(Op.ITER_NEXT, iter).u32(CHUNK_ENTRIES));
+                r = conn.call(Requests.iterNext(iter, CHUNK_ENTRIES));
             }
             view.filterReady(version, filter, rememberedAll);
             return read;
@@ -72,26 +74,23 @@ final class CacheWarmUp {
 
     private static Chunk readChunk(FrameReader r, KeyFilter filter, CachedVersionView view, long version,
                                    long hideExpiredAt) {
-        return Replies.decode(() -> {
-            boolean last = r.bool();
-            int n = r.count(16);
-            boolean rememberedAll = true;
-            for (int i = 0; i < n; i++) {
-                byte[] key = r.bytes();
-                byte[] value = r.bytes();
-                long expiresAt = r.i64();
-                filter.add(key);
-                if (TtlRule.expired(expiresAt, hideExpiredAt)) {
-                    continue; // stored, not visible: the view holds the visible entries
-                }
-                if (view.hasRoomFor(key.length + value.length + view.entryOverhead())) {
-                    view.remember(key, value, expiresAt, version);
-                } else {
-                    rememberedAll = false;
-                }
+        Reply.Chunk c = Replies.decode(() -> Reply.chunk(r, true));
+        int n = c.keys.length;
+        boolean rememberedAll = true;
+        for (int i = 0; i < n; i++) {
+            byte[] key = c.keys[i];
+            byte[] value = c.values[i];
+            long expiresAt = c.expiresAt[i];
+            filter.add(key);
+            if (TtlRule.expired(expiresAt, hideExpiredAt)) {
+                continue; // stored, not visible: the view holds the visible entries
             }
-            r.end();
-            return new Chunk(last, n, rememberedAll);
-        });
+            if (view.hasRoomFor(key.length + value.length + view.entryOverhead())) {
+                view.remember(key, value, expiresAt, version);
+            } else {
+                rememberedAll = false;
+            }
+        }
+        return new Chunk(c.last, n, rememberedAll);
     }
 }

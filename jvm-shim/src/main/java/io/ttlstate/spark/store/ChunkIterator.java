@@ -8,7 +8,8 @@ import java.util.function.Supplier;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.FrameWriter;
-import io.ttlstate.spark.protocol.Op;
+import io.ttlstate.spark.protocol.Reply;
+import io.ttlstate.spark.protocol.Requests;
 import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -101,7 +102,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         }
         FrameReader r = opener.get();
         opener = null;
-        iterHandle = Replies.decode(r::u32);
+        iterHandle = Replies.decode(() -> Reply.iterHandle(r));
         setCurrent(decodeChunk(r));
         readAhead();
     }
@@ -137,7 +138,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
 
     private FrameWriter iterNext() {
         metrics.roundTrip();
-        return FrameWriter.request(Op.ITER_NEXT, iterHandle).u32(chunkEntries);
+        return Requests.iterNext(iterHandle, chunkEntries);
     }
 
     private byte[][][] nextFromWorker() {
@@ -178,22 +179,12 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
 
     /** One ITER_OPEN / ITER_NEXT reply's chunk as {keys, values}; notes the worker's last one. */
     private byte[][][] decodeChunk(FrameReader r) {
-        byte[][][] chunk = Replies.decode(() -> {
-            last = r.bool();
-            int n = r.count(8);
-            byte[][] ks = new byte[n][];
-            byte[][] vs = new byte[n][];
-            for (int i = 0; i < n; i++) {
-                ks[i] = r.bytes();
-                vs[i] = r.bytes();
-            }
-            r.end();
-            return new byte[][][] {ks, vs};
-        });
+        Reply.Chunk chunk = Replies.decode(() -> Reply.chunk(r, false));
+        last = chunk.last;
         if (last) {
             runOnEnd();
         }
-        return chunk;
+        return new byte[][][] {chunk.keys, chunk.values};
     }
 
     /** Announces every block of at most {@code chunkEntries} entries to {@code l} before it is walked. */
@@ -299,7 +290,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
         if (opener == null && !last && iterHandle != 0 && !conn.isBroken()) {
             try {
                 metrics.roundTrip();
-                conn.call(FrameWriter.request(Op.ITER_CLOSE, iterHandle));
+                conn.call(Requests.iterClose(iterHandle));
             } catch (RuntimeException e) {
                 // the worker frees iterators with their transaction anyway
             }

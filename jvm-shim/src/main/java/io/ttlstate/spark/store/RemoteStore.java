@@ -7,6 +7,7 @@ import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -25,7 +26,8 @@ import io.ttlstate.spark.checkpoint.TransferPool;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.FrameWriter;
-import io.ttlstate.spark.protocol.Op;
+import io.ttlstate.spark.protocol.Reply;
+import io.ttlstate.spark.protocol.Requests;
 import io.ttlstate.spark.service.LocalFiles;
 import io.ttlstate.spark.service.PythonService;
 import io.ttlstate.spark.service.Replies;
@@ -316,16 +318,12 @@ public final class RemoteStore {
         int worker = workerFor(stateStoreId, service.workers());
         WorkerConnection c = WorkerConnection.open(service, worker, RECONNECT_MILLIS);
         Path dir = service.dir().resolve("stores").resolve(localDirName);
-        FrameWriter w = FrameWriter.request(Op.OPEN, 0)
-                .str(String.format("op=%d,part=%d,name=%s", stateStoreId.operatorId(),
-                        stateStoreId.partitionId(), stateStoreId.storeName()))
-                .str(dir.toString())
-                .i64(stateStoreId.operatorId())
-                .str(stateStoreId.storeName())
-                .u32(ttlstateConfs.size() + 1);
-        ttlstateConfs.forEach((k, v) -> w.str(k).str(v));
+        Map<String, String> confs = new LinkedHashMap<>(ttlstateConfs);
         // the one Spark setting the service's conf rules need (TTL on join state, see conf.py)
-        w.str(SKIP_NULLS_KEY).str(String.valueOf(storeConf.skipNullsForStreamStreamJoins()));
+        confs.put(SKIP_NULLS_KEY, String.valueOf(storeConf.skipNullsForStreamStreamJoins()));
+        FrameWriter w = Requests.open(String.format("op=%d,part=%d,name=%s", stateStoreId.operatorId(),
+                        stateStoreId.partitionId(), stateStoreId.storeName()),
+                dir.toString(), stateStoreId.operatorId(), stateStoreId.storeName(), confs);
         FrameReader r;
         try {
             metrics.roundTrip();
@@ -340,20 +338,13 @@ public final class RemoteStore {
             c.close();
             throw e;
         }
-        Map<String, String> resolved = new TreeMap<>();
-        long handle = Replies.decode(() -> {
-            long h = r.u32();
-            for (int i = 0, n = r.count(8); i < n; i++) {
-                resolved.put(r.str(), r.str());
-            }
-            r.end();
-            return h;
-        });
-        StoreSettings resolvedSettings = new StoreSettings(resolved);
+        Reply.Opened opened = Replies.decode(() -> Reply.open(r));
+        long handle = opened.storeHandle;
+        StoreSettings resolvedSettings = new StoreSettings(opened.settings);
         long maxBudget = CachedVersionView.maxBudgetBytes();
         if (resolvedSettings.cacheMaxBytes > maxBudget) {
             c.close(); // the worker closes the stores of a dropped connection
-            throw new InvalidConfException(ConfKeys.PREFIX + "cache.maxBytes: "
+            throw new InvalidConfException(ConfKeys.PREFIX + ConfKeys.CACHE_MAX_BYTES + ": "
                     + resolvedSettings.cacheMaxBytes + " bytes is more than this JVM's direct memory limit of "
                     + maxBudget + " bytes, which holds the value cache (-XX:MaxDirectMemorySize, by default the"
                     + " heap's -Xmx): lower it, or raise -XX:MaxDirectMemorySize in the executor's Java options"
@@ -681,9 +672,9 @@ public final class RemoteStore {
             return;
         }
         try {
-            FrameReader r = conn.call(FrameWriter.request(Op.MAINTAIN, storeHandle));
+            FrameReader r = conn.call(Requests.maintain(storeHandle));
             Replies.decode(() -> {
-                r.end();
+                Reply.empty(r);
                 return null;
             });
         } catch (RuntimeException e) {
@@ -783,7 +774,7 @@ public final class RemoteStore {
         if (conn != null) {
             if (connectionUsable()) {  // a stopped service deleted its stores' files
                 try {
-                    conn.call(FrameWriter.request(Op.CLOSE, storeHandle).bool(true));
+                    conn.call(Requests.close(storeHandle, true));
                 } catch (RuntimeException e) {
                     LOG.warn("Closing {} on its worker failed (ignored)", this, e);
                 }

@@ -11,7 +11,9 @@ import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.FrameWriter;
 import io.ttlstate.spark.protocol.Op;
-import io.ttlstate.spark.protocol.ProtocolException;
+import io.ttlstate.spark.protocol.Records;
+import io.ttlstate.spark.protocol.Reply;
+import io.ttlstate.spark.protocol.Requests;
 import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
 import io.ttlstate.spark.ttl.TtlRule;
@@ -35,7 +37,6 @@ import io.ttlstate.spark.ttl.TtlRule;
 final class RemoteTxn {
     /** Marks a removed key in {@code written} (compared by identity). */
     static final byte[] TOMBSTONE = new byte[0];
-    private static final int BATCH_COUNT_OFFSET = 5; // op u8 + handle u32
 
     private final WorkerConnection conn;
     private final long handle;
@@ -104,16 +105,12 @@ final class RemoteTxn {
                            long batchTimestampMs, StoreSettings settings, CachedVersionView view,
                            StoreMetrics metrics) {
         int mode = readOnly ? Op.BEGIN_READ_ONLY : settings.snapshotMode ? Op.BEGIN_WRITE_NO_CHANGELOG : Op.BEGIN_WRITE;
-        FrameReader r = conn.call(FrameWriter.request(Op.BEGIN, storeHandle)
-                .i64(version).u8(mode).i64(batchTimestampMs));
+        FrameReader r = conn.call(Requests.begin(storeHandle, version, mode, batchTimestampMs));
         metrics.roundTrip();
-        long[] reply = Replies.decode(() -> {
-            long[] out = {r.u32(), r.bool() ? 1 : 0};
-            r.end();
-            return out;
-        });
-        RemoteTxn txn = new RemoteTxn(conn, reply[0], version, readOnly, batchTimestampMs, settings, view, metrics);
-        txn.direct = reply[1] == 1;
+        Reply.Begun begun = Replies.decode(() -> Reply.begin(r));
+        RemoteTxn txn = new RemoteTxn(conn, begun.txnHandle, version, readOnly, batchTimestampMs, settings, view,
+                metrics);
+        txn.direct = begun.direct;
         if (txn.stampsUnstamped && txn.direct && txn.view != null) {
             // the worker wrote the stamps into its database: the view follows at once (a
             // transaction with an overlay has them applied at its commit, RemoteStore.commit)
@@ -159,13 +156,13 @@ final class RemoteTxn {
         KeyBytes k = new KeyBytes(key); // hashed once for this transaction's maps
         long s = stored(k);
         if (s == CachedVersionView.NOT_STORED) {
-            batch().u8(Op.RECORD_PUT_NEW).bytes(key).bytes(value);
+            Records.putNew(batch(), key, value);
         } else if (s == CachedVersionView.STORED_UNKNOWN) {
-            batch().u8(Op.RECORD_PUT).bytes(key).bytes(value);
+            Records.put(batch(), key, value);
         } else if (settings.ttlMs == 0) {
-            batch().u8(Op.RECORD_PUT_OVER).bytes(key).bytes(value);
+            Records.putOver(batch(), key, value);
         } else {
-            batch().u8(Op.RECORD_PUT_OVER_LIVE).bytes(key).bytes(value).i64(s);
+            Records.putOverLive(batch(), key, value, s);
         }
         buffered(k, value);
     }
@@ -185,11 +182,11 @@ final class RemoteTxn {
             return;
         }
         if (s == CachedVersionView.STORED_UNKNOWN) {
-            batch().u8(Op.RECORD_REMOVE).bytes(key);
+            Records.remove(batch(), key);
         } else if (settings.ttlMs == 0) {
-            batch().u8(Op.RECORD_REMOVE_PRESENT).bytes(key);
+            Records.removePresent(batch(), key);
         } else {
-            batch().u8(Op.RECORD_REMOVE_LIVE).bytes(key).i64(s);
+            Records.removeLive(batch(), key, s);
         }
         buffered(k, TOMBSTONE);
     }
@@ -260,12 +257,8 @@ final class RemoteTxn {
                 return out[0];
             }
         }
-        FrameReader r = call(FrameWriter.request(Op.GET, handle).bytes(key));
-        return Replies.decode(() -> {
-            byte[] value = readValue(r, key);
-            r.end();
-            return value;
-        });
+        FrameReader r = call(Requests.get(handle, key));
+        return takeAnswer(key, Replies.decode(() -> Reply.get(r)));
     }
 
     /**
@@ -310,15 +303,12 @@ final class RemoteTxn {
         return true;
     }
 
-    /** One {@code optbytes value [i64 expiresAt]} of a GET or MULTI_GET reply, remembered in the view. */
-    private byte[] readValue(FrameReader r, byte[] key) throws ProtocolException {
-        byte[] value = r.optbytes();
-        long expiresAt = 0;
-        if (value != null) {
-            expiresAt = r.i64();
-            if (view != null) {
-                view.remember(key, value, expiresAt, version);
-            }
+    /** The worker's answer to a read of {@code key} (GET, MULTI_GET), remembered in the view; its value. */
+    private byte[] takeAnswer(byte[] key, Reply.Answer answer) {
+        byte[] value = answer.value;
+        long expiresAt = answer.expiresAt;
+        if (value != null && view != null) {
+            view.remember(key, value, expiresAt, version);
         }
         if (!readOnly && hints()) {
             KeyBytes k = new KeyBytes(key);
@@ -430,7 +420,8 @@ final class RemoteTxn {
         byte[][] values = new byte[n][];
         for (int done = 0; done < n; ) {
             int end = requestEnd(keys, done, n);
-            done += readAnswers(call(multiGet(keys, done, end)), keys, done, end, values, java.util.Collections.emptySet());
+            done += readAnswers(call(Requests.multiGet(handle, keys, done, end)), keys, done, end, values,
+                    java.util.Collections.emptySet());
         }
         return values;
     }
@@ -456,44 +447,20 @@ final class RemoteTxn {
         return end;
     }
 
-    /** The MULTI_GET request of {@code keys[from..n)}, its buffer sized once (no copies while it grows). */
-    private FrameWriter multiGet(byte[][] keys, int from, int n) {
-        long size = 9; // u8 op, u32 handle, u32 n
-        for (int j = from; j < n; j++) {
-            size += 4L + keys[j].length;
-        }
-        FrameWriter w = new FrameWriter((int) Math.min(size, Op.MAX_FRAME)).startRequest(Op.MULTI_GET, handle)
-                .u32(n - from);
-        for (int j = from; j < n; j++) {
-            w.bytes(keys[j]);
-        }
-        return w;
-    }
-
     /**
      * Reads a MULTI_GET reply for {@code keys[from..n)}: the answers of the first of them
      * (at least one) into {@code values} and the view, except those in {@code skip} (read past,
      * left null). Returns how many keys it answered.
      */
     private int readAnswers(FrameReader r, byte[][] keys, int from, int n, byte[][] values, Set<KeyBytes> skip) {
-        return Replies.decode(() -> {
-            long answered = r.u32();
-            if (answered < 1 || answered > n - from) {
-                throw new ProtocolException("MULTI_GET of " + (n - from) + " keys answered " + answered);
+        Reply.Answer[] answers = Replies.decode(() -> Reply.multiGet(r, n - from));
+        for (int i = 0; i < answers.length; i++) {
+            int j = from + i;
+            if (!skip.contains(new KeyBytes(keys[j]))) {
+                values[j] = takeAnswer(keys[j], answers[i]);
             }
-            int end = from + (int) answered;
-            for (int j = from; j < end; j++) {
-                if (skip.contains(new KeyBytes(keys[j]))) {
-                    if (r.optbytes() != null) {
-                        r.i64();
-                    }
-                } else {
-                    values[j] = readValue(r, keys[j]);
-                }
-            }
-            r.end();
-            return (int) answered;
-        });
+        }
+        return answers.length;
     }
 
     /**
@@ -531,7 +498,7 @@ final class RemoteTxn {
         }
         metrics.roundTrip();
         metrics.sentAhead.incrementAndGet();
-        ahead = conn.callAhead(multiGet(ask, 0, ask.length));
+        ahead = conn.callAhead(Requests.multiGet(handle, ask, 0, ask.length));
         aheadKeys = ask;
         writtenWhileAhead = new HashSet<>();
         return ask.length; // counted in prefetched once answered (completeAhead)
@@ -611,7 +578,7 @@ final class RemoteTxn {
     /** Sends the buffered writes (and reads answered here), if any, as one WRITE_BATCH. */
     void flush() {
         if (unsentAccesses > 0) {
-            batch().u8(Op.RECORD_ACCESS).u32(unsentAccesses);
+            Records.access(batch(), unsentAccesses);
             batchCount++;
             unsentAccesses = 0;
         }
@@ -619,7 +586,7 @@ final class RemoteTxn {
             return;
         }
         FrameWriter b = batch;
-        b.patchU32(BATCH_COUNT_OFFSET, batchCount);
+        Requests.writeBatchCount(b, batchCount);
         batch = null;
         batchCount = 0;
         if (direct) {
@@ -655,8 +622,7 @@ final class RemoteTxn {
         int chunkEntries = settings.iteratorChunkEntries;
         ChunkIterator it = new ChunkIterator(conn, () -> residentEntries(prefix), () -> {
             flush();
-            return call(FrameWriter.request(Op.ITER_OPEN, handle).bytes(prefix).u32(chunkEntries)
-                    .u8(Op.ITER_PAIRS));
+            return call(Requests.iterOpen(handle, prefix, chunkEntries, Op.ITER_PAIRS));
         }, chunkEntries, codec, numValueFields, metrics);
         if (onIteratorCreated != null) {
             onIteratorCreated.accept(it);
@@ -742,13 +708,10 @@ final class RemoteTxn {
     /** STATS after a flush: {numKeys, memoryUsedBytes}; the worker's metrics go to {@link StoreMetrics}. */
     long[] stats() {
         flush();
-        FrameReader r = call(FrameWriter.request(Op.STATS, handle));
-        return Replies.decode(() -> {
-            long[] out = {r.i64(), r.i64()};
-            metrics.readWorkerMetrics(r);
-            r.end();
-            return out;
-        });
+        FrameReader r = call(Requests.stats(handle));
+        Reply.Stats s = Replies.decode(() -> Reply.stats(r));
+        metrics.workerMetrics(s.metrics);
+        return new long[] {s.numKeys, s.memoryUsedBytes};
     }
 
     /** What a COMMIT reply says besides the metrics (which go to the store's metrics). */
@@ -772,17 +735,14 @@ final class RemoteTxn {
         flush();
         FrameReader r;
         try {
-            r = call(FrameWriter.request(Op.COMMIT, handle).i64(newVersion).str(changelogPath));
+            r = call(Requests.commit(handle, newVersion, changelogPath));
         } finally {
             ended = true; // COMMIT ends the transaction, and a failed one leaves it unusable
             spareBatch = null;
         }
-        return Replies.decode(() -> {
-            Committed c = new Committed(r.i64(), r.i64(), r.i64(), r.bool());
-            metrics.readWorkerMetrics(r);
-            r.end();
-            return c;
-        });
+        Reply.Committed c = Replies.decode(() -> Reply.commit(r));
+        metrics.workerMetrics(c.metrics);
+        return new Committed(c.numKeys, c.fileBytes, c.memoryUsedBytes, c.snapshotWanted);
     }
 
     /** Write records this transaction made (puts and removes). */
@@ -803,9 +763,9 @@ final class RemoteTxn {
         }
         try {
             if (!conn.isBroken()) {
-                FrameReader r = call(FrameWriter.request(Op.ABORT, handle));
+                FrameReader r = call(Requests.abort(handle));
                 Replies.decode(() -> {
-                    r.end();
+                    Reply.empty(r);
                     return null;
                 });
             }
@@ -836,7 +796,7 @@ final class RemoteTxn {
         if (batch == null) {
             FrameWriter w = spareBatch == null ? new FrameWriter() : spareBatch;
             spareBatch = null;
-            batch = w.startRequest(Op.WRITE_BATCH, handle).u32(0);
+            batch = Requests.writeBatch(w, handle);
         }
         return batch;
     }

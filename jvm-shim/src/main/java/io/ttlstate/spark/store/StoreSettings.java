@@ -2,11 +2,14 @@ package io.ttlstate.spark.store;
 
 import java.util.Map;
 
+import io.ttlstate.spark.ConfKeys;
+
 /**
- * The settings of one store as the worker resolved them in its OPEN reply (docs/PROTOCOL.md).
- * Every key, default and rule lives in Python ({@code ttlstate.conf}, one registry); the JVM
- * has no defaults of its own: a reply that lacks a value it needs, or holds one it cannot
- * read, means the worker and the shim do not match, and opening the store fails saying so.
+ * The settings of one store as the worker resolved them in its OPEN reply (docs/PROTOCOL.md),
+ * read by the names {@link ConfKeys#RESOLVED} declares. Every key, default and rule lives in
+ * Python ({@code ttlstate.conf}, one registry); the JVM has no defaults of its own: a reply that
+ * lacks a value it needs, or holds one it cannot read, means the worker and the shim do not
+ * match, and opening the store fails saying so.
  */
 final class StoreSettings {
     final int writeBatchBytes;
@@ -40,24 +43,24 @@ final class StoreSettings {
     final int latencySampleInterval;
 
     StoreSettings(Map<String, String> resolved) {
-        writeBatchBytes = (int) number(resolved, "writeBatchBytes");
-        iteratorChunkEntries = (int) number(resolved, "iteratorChunkEntries");
-        workerTimeoutMillis = number(resolved, "workerTimeout");
-        snapshotMode = "snapshot".equalsIgnoreCase(required(resolved, "checkpoint.mode"));
-        transferThreads = (int) number(resolved, "checkpoint.transferThreads");
-        localCacheDir = resolved.get("checkpoint.localCacheDir"); // absent: the default directory
-        localCacheMaxAgeMillis = number(resolved, "checkpoint.localCacheMaxAge");
-        cacheMaxBytes = number(resolved, "cache.maxBytes");
-        keyFilter = flag(resolved, "keyFilter.enabled");
-        ttlMs = number(resolved, "ttl.ms");
-        ttlRefreshOnRead = flag(resolved, "ttl.refreshOnRead");
-        ttlBatchClock = flag(resolved, "ttl.batchClock");
-        ttlEventTime = flag(resolved, "ttl.eventTime");
-        ttlCountsAccesses = flag(resolved, "ttl.countsAccesses");
-        ttlReturnExpired = flag(resolved, "ttl.returnExpired");
-        ttlCountsEveryRecord = flag(resolved, "ttl.countsEveryRecord");
-        latencySampleInterval = flag(resolved, "latencyTracking.enabled")
-                ? (int) number(resolved, "latencyTracking.sampleInterval") : 0;
+        writeBatchBytes = (int) number(resolved, ConfKeys.WRITE_BATCH_BYTES);
+        iteratorChunkEntries = (int) number(resolved, ConfKeys.ITERATOR_CHUNK_ENTRIES);
+        workerTimeoutMillis = number(resolved, ConfKeys.WORKER_TIMEOUT);
+        snapshotMode = "snapshot".equalsIgnoreCase(required(resolved, ConfKeys.CHECKPOINT_MODE));
+        transferThreads = (int) number(resolved, ConfKeys.TRANSFER_THREADS);
+        localCacheDir = resolved.get(ConfKeys.LOCAL_CACHE_DIR); // absent: the default directory
+        localCacheMaxAgeMillis = number(resolved, ConfKeys.LOCAL_CACHE_MAX_AGE);
+        cacheMaxBytes = number(resolved, ConfKeys.CACHE_MAX_BYTES);
+        keyFilter = flag(resolved, ConfKeys.KEY_FILTER);
+        ttlMs = number(resolved, ConfKeys.TTL_MS);
+        ttlRefreshOnRead = flag(resolved, ConfKeys.TTL_REFRESH_ON_READ);
+        ttlBatchClock = flag(resolved, ConfKeys.TTL_BATCH_CLOCK);
+        ttlEventTime = flag(resolved, ConfKeys.TTL_EVENT_TIME);
+        ttlCountsAccesses = flag(resolved, ConfKeys.TTL_COUNTS_ACCESSES);
+        ttlReturnExpired = flag(resolved, ConfKeys.TTL_RETURN_EXPIRED);
+        ttlCountsEveryRecord = flag(resolved, ConfKeys.TTL_COUNTS_EVERY_RECORD);
+        latencySampleInterval = flag(resolved, ConfKeys.LATENCY_TRACKING)
+                ? (int) number(resolved, ConfKeys.LATENCY_SAMPLE_INTERVAL) : 0;
     }
 
     /**

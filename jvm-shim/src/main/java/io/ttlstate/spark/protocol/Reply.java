@@ -1,0 +1,340 @@
+package io.ttlstate.spark.protocol;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * The worker's replies (docs/PROTOCOL.md, "Operations"), decoded here and nowhere else from a
+ * reader positioned after the status byte ({@link FrameReader#status}). Each decoder of a whole
+ * reply checks that nothing trails it. The shared vectors (tests/vectors/replies.tsv, written
+ * by the worker's own encoders) are checked against these decoders ({@code ReplyVectorsTest}).
+ */
+public final class Reply {
+    private Reply() {}
+
+    /** An ERROR reply's payload. */
+    public static final class Failed {
+        public final String errorClass;
+        public final String message;
+
+        private Failed(String errorClass, String message) {
+            this.errorClass = errorClass;
+            this.message = message;
+        }
+    }
+
+    public static final class Hello {
+        public final int protocolVersion;
+        public final int workerPid;
+        public final long workerIndex;
+
+        private Hello(int protocolVersion, int workerPid, long workerIndex) {
+            this.protocolVersion = protocolVersion;
+            this.workerPid = workerPid;
+            this.workerIndex = workerIndex;
+        }
+    }
+
+    /** OPEN: the store's handle and its settings as the worker resolved them (sorted by name). */
+    public static final class Opened {
+        public final long storeHandle;
+        public final Map<String, String> settings;
+
+        private Opened(long storeHandle, Map<String, String> settings) {
+            this.storeHandle = storeHandle;
+            this.settings = settings;
+        }
+    }
+
+    public static final class Begun {
+        public final long txnHandle;
+        public final boolean direct;
+
+        private Begun(long txnHandle, boolean direct) {
+            this.txnHandle = txnHandle;
+            this.direct = direct;
+        }
+    }
+
+    /** A GET answer: {@code value} null if absent, {@code expiresAt} then 0. */
+    public static final class Answer {
+        public final byte[] value;
+        public final long expiresAt;
+
+        private Answer(byte[] value, long expiresAt) {
+            this.value = value;
+            this.expiresAt = expiresAt;
+        }
+    }
+
+    /** A chunk of an iterator; {@code expiresAt} null in mode {@code ITER_PAIRS}. */
+    public static final class Chunk {
+        public final boolean last;
+        public final byte[][] keys;
+        public final byte[][] values;
+        public final long[] expiresAt;
+
+        private Chunk(boolean last, byte[][] keys, byte[][] values, long[] expiresAt) {
+            this.last = last;
+            this.keys = keys;
+            this.values = values;
+            this.expiresAt = expiresAt;
+        }
+    }
+
+    /** ITER_OPEN: the iterator's handle (0 when the first chunk is the last) and its first chunk. */
+    public static final class IterOpened {
+        public final long iterHandle;
+        public final Chunk chunk;
+
+        private IterOpened(long iterHandle, Chunk chunk) {
+            this.iterHandle = iterHandle;
+            this.chunk = chunk;
+        }
+    }
+
+    /** STATS; {@code metrics} by name in reply order (a repeated name: its last value). */
+    public static final class Stats {
+        public final long numKeys;
+        public final long memoryUsedBytes;
+        public final Map<String, Long> metrics;
+
+        private Stats(long numKeys, long memoryUsedBytes, Map<String, Long> metrics) {
+            this.numKeys = numKeys;
+            this.memoryUsedBytes = memoryUsedBytes;
+            this.metrics = metrics;
+        }
+    }
+
+    public static final class Committed {
+        public final long numKeys;
+        public final long fileBytes;
+        public final long memoryUsedBytes;
+        public final boolean snapshotWanted;
+        public final Map<String, Long> metrics;
+
+        private Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted, Map<String, Long> metrics) {
+            this.numKeys = numKeys;
+            this.fileBytes = fileBytes;
+            this.memoryUsedBytes = memoryUsedBytes;
+            this.snapshotWanted = snapshotWanted;
+            this.metrics = metrics;
+        }
+    }
+
+    /** An SST of a SNAPSHOT reply: its checkpoint name, where the worker put it, its size. */
+    public static final class LocalSst {
+        public final String name;
+        public final String path;
+        public final long size;
+
+        private LocalSst(String name, String path, long size) {
+            this.name = name;
+            this.path = path;
+            this.size = size;
+        }
+    }
+
+    public static final class Snapshot {
+        public final long version;
+        public final long numKeys;
+        public final String manifestPath;
+        public final List<LocalSst> ssts;
+
+        private Snapshot(long version, long numKeys, String manifestPath, List<LocalSst> ssts) {
+            this.version = version;
+            this.numKeys = numKeys;
+            this.manifestPath = manifestPath;
+            this.ssts = ssts;
+        }
+    }
+
+    /** An SST a manifest lists: its checkpoint name and size. */
+    public static final class Sst {
+        public final String name;
+        public final long size;
+
+        private Sst(String name, long size) {
+            this.name = name;
+            this.size = size;
+        }
+    }
+
+    /** READ_CHANGELOG: the records' keys and values (null: a remove), and the next record's index (-1: none). */
+    public static final class ChangelogRecords {
+        public final List<byte[]> keys;
+        public final List<byte[]> values;
+        public final long next;
+
+        private ChangelogRecords(List<byte[]> keys, List<byte[]> values, long next) {
+            this.keys = keys;
+            this.values = values;
+            this.next = next;
+        }
+    }
+
+    /** An ERROR reply's fields (what follows them is not read). */
+    public static Failed error(FrameReader r) throws ProtocolException {
+        return new Failed(r.str(), r.str());
+    }
+
+    public static Hello hello(FrameReader r) throws ProtocolException {
+        Hello h = new Hello(r.u16(), r.i32(), r.u32());
+        r.end();
+        return h;
+    }
+
+    public static Opened open(FrameReader r) throws ProtocolException {
+        long handle = r.u32();
+        Map<String, String> settings = new TreeMap<>();
+        for (int i = 0, n = r.count(8); i < n; i++) {
+            settings.put(r.str(), r.str());
+        }
+        r.end();
+        return new Opened(handle, settings);
+    }
+
+    /** LOAD: the loaded version's number of keys. */
+    public static long load(FrameReader r) throws ProtocolException {
+        long n = r.i64();
+        r.end();
+        return n;
+    }
+
+    public static Begun begin(FrameReader r) throws ProtocolException {
+        Begun b = new Begun(r.u32(), r.bool());
+        r.end();
+        return b;
+    }
+
+    /** One {@code answer := optbytes value, [i64 expiresAt if present]}. */
+    public static Answer answer(FrameReader r) throws ProtocolException {
+        byte[] value = r.optbytes();
+        return new Answer(value, value == null ? 0 : r.i64());
+    }
+
+    public static Answer get(FrameReader r) throws ProtocolException {
+        Answer a = answer(r);
+        r.end();
+        return a;
+    }
+
+    /**
+     * MULTI_GET of {@code asked} keys: the answers of the first of them, in request order; at
+     * least one and at most {@code asked} (the JVM asks again for the rest).
+     */
+    public static Answer[] multiGet(FrameReader r, int asked) throws ProtocolException {
+        long n = r.u32();
+        if (n < 1 || n > asked) {
+            throw new ProtocolException("MULTI_GET of " + asked + " keys answered " + n);
+        }
+        Answer[] out = new Answer[(int) n];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = answer(r);
+        }
+        r.end();
+        return out;
+    }
+
+    /** ITER_OPEN in mode {@code ITER_PAIRS} ({@code withExpiry} false) or a mode with expiry times. */
+    public static IterOpened iterOpen(FrameReader r, boolean withExpiry) throws ProtocolException {
+        long handle = iterHandle(r);
+        return new IterOpened(handle, chunk(r, withExpiry));
+    }
+
+    /** The first field of ITER_OPEN's reply; its chunk ({@link #chunk}) follows. */
+    public static long iterHandle(FrameReader r) throws ProtocolException {
+        return r.u32();
+    }
+
+    /** ITER_NEXT's reply, or the rest of ITER_OPEN's: {@code u8 last, u32 n, entry * n}. */
+    public static Chunk chunk(FrameReader r, boolean withExpiry) throws ProtocolException {
+        boolean last = r.bool();
+        int n = r.count(withExpiry ? 16 : 8);
+        byte[][] keys = new byte[n][];
+        byte[][] values = new byte[n][];
+        long[] expiresAt = withExpiry ? new long[n] : null;
+        for (int i = 0; i < n; i++) {
+            keys[i] = r.bytes();
+            values[i] = r.bytes();
+            if (withExpiry) {
+                expiresAt[i] = r.i64();
+            }
+        }
+        r.end();
+        return new Chunk(last, keys, values, expiresAt);
+    }
+
+    public static Stats stats(FrameReader r) throws ProtocolException {
+        Stats s = new Stats(r.i64(), r.i64(), metrics(r));
+        r.end();
+        return s;
+    }
+
+    public static Committed commit(FrameReader r) throws ProtocolException {
+        Committed c = new Committed(r.i64(), r.i64(), r.i64(), r.bool(), metrics(r));
+        r.end();
+        return c;
+    }
+
+    /** {@code metrics := u32 n, (str name, i64 value) * n}. */
+    private static Map<String, Long> metrics(FrameReader r) throws ProtocolException {
+        Map<String, Long> out = new LinkedHashMap<>();
+        for (int i = 0, n = r.count(12); i < n; i++) {
+            out.put(r.str(), r.i64());
+        }
+        return out;
+    }
+
+    public static Snapshot snapshot(FrameReader r) throws ProtocolException {
+        long version = r.i64();
+        long numKeys = r.i64();
+        String manifest = r.str();
+        int n = r.count(16);
+        List<LocalSst> ssts = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            ssts.add(new LocalSst(r.str(), r.str(), r.i64()));
+        }
+        r.end();
+        return new Snapshot(version, numKeys, manifest, ssts);
+    }
+
+    public static List<Sst> manifestFiles(FrameReader r) throws ProtocolException {
+        int n = r.count(12);
+        List<Sst> out = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            out.add(new Sst(r.str(), r.i64()));
+        }
+        r.end();
+        return out;
+    }
+
+    /** READ_CHANGELOG: {@code u32 n, record * n, i64 nextRecord}, records of kinds PUT and REMOVE only. */
+    public static ChangelogRecords readChangelog(FrameReader r) throws ProtocolException {
+        int n = r.count(5);
+        List<byte[]> keys = new ArrayList<>(n);
+        List<byte[]> values = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            int kind = r.u8();
+            keys.add(r.bytes());
+            if (kind == Op.RECORD_PUT) {
+                values.add(r.bytes());
+            } else if (kind == Op.RECORD_REMOVE) {
+                values.add(null);
+            } else {
+                throw new ProtocolException("unknown changelog record kind " + kind);
+            }
+        }
+        long next = r.i64();
+        r.end();
+        return new ChangelogRecords(keys, values, next);
+    }
+
+    /** The empty reply of ITER_CLOSE, ABORT, CLOSE, PING and MAINTAIN. */
+    public static void empty(FrameReader r) throws ProtocolException {
+        r.end();
+    }
+}
