@@ -170,52 +170,60 @@ def write_keyed_records(db: Rdict, records) -> int:
 def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
     """Write keyed records into a TTL store's `db` in one WriteBatch, each put's value stamped
     with `stamp` (the transaction's TTL timestamp, Flink's layout), in one pass over the
-    records in key order (a stable sort: a key's records keep their order, so its last write
-    still wins, docs/decisions/077-memtable-bloom-and-sorted-writes.md). A key's stored entry
-    is read once, when its first record in the frame, in key order, is no presence hint that
-    tells it: PUT_NEW (not stored), PUT_OVER_LIVE or REMOVE_LIVE (stored, with the timestamp
-    its expiry time gives, `ttl.written_at`); its later records see the ones before them.
-    ACCESS records are skipped (the caller counts them). docs/decisions/097-ttl-write-batches.md,
+    records in their order: a key's stored entry is read at its first record in the frame
+    unless that record is a presence hint that tells it: PUT_NEW (not stored), PUT_OVER_LIVE or
+    REMOVE_LIVE (stored, with the timestamp its expiry time gives, `ttl.written_at`); its later
+    records see the ones before them. ACCESS records are skipped (the caller counts them). The
+    batch is built in key order (docs/decisions/077-memtable-bloom-and-sorted-writes.md) with a
+    stable sort, so a key's last write still wins. docs/decisions/097-ttl-write-batches.md,
     docs/decisions/102-ttl-batch-clock-fast-paths.md.
 
     Returns (change in the key count, the timestamps of the stored entries replaced or
-    removed, the writes as (key, stored or None) for the changelog, in key order and each
-    key's in the records' order, and how many of them are puts)."""
+    removed, the writes as (key, stored or None) in the records' order, for the changelog, and
+    how many of them are puts)."""
     prefix = codec.encode(stamp, b"")
     delta = puts = 0
     replaced: list[int] = []
     applied: list[tuple[bytes, bytes | None]] = []
-    batch = WriteBatch(raw_mode=True)
-    key_before = old = None  # old: the timestamp of `key_before`'s entry so far (None: absent)
-    for kind, key, value in sorted([r for r in records if r[1] is not None], key=_RECORD_KEY):
-        if key != key_before:  # the key's first record: what is stored?
-            key_before = key
+    current: dict[bytes, int | None] = {}  # key -> timestamp of its entry so far (None: absent)
+    get = db.get
+    for kind, key, value in records:
+        if key is None:  # ACCESS
+            continue
+        if key in current:
+            old = current[key]
+        elif kind == RECORD_PUT_NEW:
+            old = None
+        else:
             old = None
             if kind == RECORD_PUT_OVER_LIVE:
                 old = written_at(value[1], ttl_ms)
             elif kind == RECORD_REMOVE_LIVE:
                 old = written_at(value, ttl_ms)
-            if old is None and kind != RECORD_PUT_NEW:
-                stored = db.get(key)
+            if old is None:
+                stored = get(key)
                 old = None if stored is None else codec.timestamp(stored)
         if kind in _REMOVE_KINDS:
+            current[key] = None
             if old is None:
                 continue  # removing a missing key is a no-op
             delta -= 1
             replaced.append(old)
-            old = None
-            batch.delete(key)
             applied.append((key, None))
         else:
-            stored = prefix + (value[0] if kind == RECORD_PUT_OVER_LIVE else value)
             if old is None:
                 delta += 1
             else:
                 replaced.append(old)
-            old = stamp
+            current[key] = stamp
             puts += 1
+            applied.append((key, prefix + (value[0] if kind == RECORD_PUT_OVER_LIVE else value)))
+    batch = WriteBatch(raw_mode=True)
+    for key, stored in sorted(applied, key=_FIRST):
+        if stored is None:
+            batch.delete(key)
+        else:
             batch.put(key, stored)
-            applied.append((key, stored))
     db.write(batch)
     return delta, replaced, applied, puts
 

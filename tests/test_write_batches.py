@@ -80,7 +80,7 @@ def _commit_both_and_compare(tmp_path, first, second) -> None:
     """Commits version 3 of two (store, transaction) pairs written from the same records and
     checks they agree: key count, timestamp histogram, database; and that a store loaded from
     the first one's changelogs (1-3, as `_ttl_history` and the commit name them) agrees too,
-    as the changelog keeps each key's records in their order."""
+    as the changelog keeps the records' order."""
     (a, _), (b, _) = first, second
     results = [s.commit(t, 3, str(tmp_path / f"{s.store_id}-3.changelog")) for s, t in (first, second)]
     assert results[0][0] == results[1][0] == a.num_keys == b.num_keys
