@@ -35,6 +35,19 @@ public final class Vectors {
         }
     }
 
+    /**
+     * {@link #rows(String)} of a file that must hold at least {@code atLeast} vectors of
+     * {@code columns} columns each (a JUnit failure otherwise).
+     */
+    public static List<String[]> rows(String name, int atLeast, int columns) {
+        List<String[]> rows = rows(name);
+        org.junit.jupiter.api.Assertions.assertTrue(rows.size() >= atLeast, name + " has " + rows.size() + " vectors");
+        for (String[] r : rows) {
+            org.junit.jupiter.api.Assertions.assertEquals(columns, r.length, "malformed vector line: " + String.join("\t", r));
+        }
+        return rows;
+    }
+
     /** {@code "-"} means none. */
     public static String opt(String s) {
         return "-".equals(s) ? null : s;

@@ -29,16 +29,12 @@ class ConfVectorsTest {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     static Stream<String[]> keys() {
-        List<String[]> rows = Vectors.rows("conf_keys.tsv");
-        assertTrue(rows.size() >= 10, "conf_keys.tsv has " + rows.size() + " vectors");
-        rows.forEach(r -> assertEquals(4, r.length, "malformed vector line: " + String.join("\t", r)));
+        List<String[]> rows = Vectors.rows("conf_keys.tsv", 10, 4);
         return rows.stream();
     }
 
     static Stream<String[]> overrides() {
-        List<String[]> rows = Vectors.rows("conf_overrides.tsv");
-        assertTrue(rows.size() >= 10, "conf_overrides.tsv has " + rows.size() + " vectors");
-        rows.forEach(r -> assertEquals(6, r.length, "malformed vector line: " + String.join("\t", r)));
+        List<String[]> rows = Vectors.rows("conf_overrides.tsv", 10, 6);
         return rows.stream();
     }
 

@@ -33,9 +33,7 @@ class FrameVectorsTest {
     private static final Set<String> NOT_SENT = Set.of("PING");
 
     static Stream<String[]> vectors() {
-        List<String[]> rows = Vectors.rows("frames.tsv");
-        assertTrue(rows.size() >= 30, "frames.tsv has " + rows.size() + " vectors");
-        rows.forEach(r -> assertEquals(3, r.length, "malformed vector line: " + String.join("\t", r)));
+        List<String[]> rows = Vectors.rows("frames.tsv", 30, 3);
         return rows.stream().filter(r -> !r[0].startsWith("bad-"));
     }
 

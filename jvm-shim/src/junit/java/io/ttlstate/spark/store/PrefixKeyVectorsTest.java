@@ -34,9 +34,7 @@ class PrefixKeyVectorsTest {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     static Stream<String[]> vectors() {
-        List<String[]> rows = Vectors.rows("prefix_keys.tsv");
-        assertTrue(rows.size() >= 8, "prefix_keys.tsv has " + rows.size() + " vectors");
-        rows.forEach(r -> assertEquals(5, r.length, "malformed vector line: " + String.join("\t", r)));
+        List<String[]> rows = Vectors.rows("prefix_keys.tsv", 8, 5);
         return rows.stream();
     }
 

@@ -26,9 +26,7 @@ import io.ttlstate.spark.protocol.Reply;
  */
 class TtlClockVectorsTest {
     static Stream<String[]> vectors() {
-        List<String[]> rows = Vectors.rows("ttl_clock.tsv");
-        assertTrue(rows.size() >= 8, "ttl_clock.tsv has " + rows.size() + " vectors");
-        rows.forEach(r -> assertEquals(7, r.length, "malformed vector line: " + String.join("\t", r)));
+        List<String[]> rows = Vectors.rows("ttl_clock.tsv", 8, 7);
         return rows.stream();
     }
 
