@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import pathlib
 import platform
@@ -12,13 +13,26 @@ import subprocess
 RESULTS_DIR = pathlib.Path(os.environ.get("BENCH_RESULTS", pathlib.Path(__file__).parent / "results"))
 
 
+@functools.cache
+def repo_version() -> str:
+    """The commit the benchmark runs, `-dirty` if tracked files other than the results differ
+    from it (the results a run writes as it goes do not make it dirty)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True,
+                              cwd=pathlib.Path(__file__).parent).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
+        return ""
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ":/", ":(exclude,top)benchmarks/results")
+    return head + ("-dirty" if changed else "")
+
+
 def machine() -> str:
     try:
         load = "%.1f" % os.getloadavg()[0]
     except OSError:
         load = "?"
-    git = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                         cwd=pathlib.Path(__file__).parent).stdout.strip()
+    git = repo_version()
     return (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, repo at `{git or '?'}`, "
             f"{os.cpu_count()} cores, Python {platform.python_version()}, 1-minute load average {load}")
 
