@@ -32,7 +32,7 @@ final class CacheWarmUp {
             KeyFilter filter = new KeyFilter(numKeys);
             metrics.roundTrip();
             // with TTL every stored entry, the expired ones too: the filter must hold every stored
-            // key, as it tells presence hints "not stored" (RemoteTxn.stored)
+            // key, as it tells presence hints "not stored" (JvmAnswers.stored)
             boolean ttl = settings.ttlMs != 0;
             FrameReader opened = conn.call(Requests.iterOpen(txn.handle(), new byte[0], CHUNK_ENTRIES,
                     ttl ? Op.ITER_STORED_WITH_EXPIRY : Op.ITER_PAIRS_WITH_EXPIRY));

@@ -227,7 +227,7 @@ final class ChunkIterator extends scala.collection.AbstractIterator<UnsafeRowPai
 
     /**
      * Fetches every remaining chunk into memory, so iteration survives the store being closed
-     * on the worker ({@link RemoteStore#close} calls this).
+     * on the worker ({@link StoreUsers#endAll} calls this as {@link RemoteStore#close} closes it).
      */
     synchronized void drain() {
         if (!needsWorker()) {

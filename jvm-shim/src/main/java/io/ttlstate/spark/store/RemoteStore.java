@@ -7,63 +7,45 @@ import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.HexFormat;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.UUID;
 
 import io.ttlstate.spark.ConfKeys;
 import io.ttlstate.spark.compat.SparkCompat;
-import io.ttlstate.spark.ErrorClasses;
-import io.ttlstate.spark.InvalidConfException;
-import io.ttlstate.spark.WorkerException;
 import io.ttlstate.spark.cache.CachedVersionView;
 import io.ttlstate.spark.checkpoint.ChangelogChunk;
-import io.ttlstate.spark.checkpoint.MissingCheckpointFileException;
 import io.ttlstate.spark.checkpoint.StoreCheckpoint;
 import io.ttlstate.spark.checkpoint.TransferPool;
 import io.ttlstate.spark.metrics.StoreMetrics;
-import io.ttlstate.spark.protocol.FrameReader;
-import io.ttlstate.spark.protocol.FrameWriter;
-import io.ttlstate.spark.protocol.Reply;
 import io.ttlstate.spark.protocol.Requests;
 import io.ttlstate.spark.service.LocalFiles;
 import io.ttlstate.spark.service.PythonService;
-import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.TaskContext;
-import org.apache.spark.util.TaskCompletionListener;
-import org.apache.spark.sql.errors.QueryExecutionErrors;
 import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProvider$;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import scala.Option;
 
 /**
  * One store of a provider as its worker holds it: the connection to the worker the store is
  * pinned to, the OPEN store's handle, which committed version (and, in checkpoint format v2,
  * which checkpoint id) the worker's database holds, the JVM's {@link CachedVersionView} of
  * that version and the {@link StoreCheckpoint} that moves its checkpoint files. It opens the
- * read and write stores Spark asks the provider for, commits and snapshots them and runs the
- * provider's maintenance. Task threads and maintenance threads share it; its state is guarded
- * by its monitor.
+ * read and write stores Spark asks the provider for and commits them; {@link StoreLoad} opens
+ * and loads the store on its worker, {@link StoreMaintenance} snapshots it and runs the
+ * provider's maintenance, {@link StoreUsers} tracks what uses it until it closes. Task threads
+ * and maintenance threads share it; its state is guarded by its monitor.
  */
 public final class RemoteStore {
     private static final Logger LOG = LoggerFactory.getLogger(RemoteStore.class);
-    private static final long RECONNECT_MILLIS = 15_000;
     private static final String TMP_DIR = "jvm-tmp";
     /** Suffixes of local directory and temp-file names; thread-safe, seeded once. */
     private static final SecureRandom RANDOM = new SecureRandom();
-    static final String SKIP_NULLS_KEY = "spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled";
 
     private final StateStoreId stateStoreId;
     private final StructType keySchema;
@@ -77,6 +59,10 @@ public final class RemoteStore {
     /** Checkpoint format v2: unique checkpoint ids per version. */
     private final boolean checkpointIds;
     private final StoreCheckpoint checkpoint;
+    private final StoreLoad loads;
+    private final StoreMaintenance maintenance;
+    /** The stores, transactions, task and iterators using this store; guarded by this. */
+    private final StoreUsers users = new StoreUsers(this);
 
     // guarded by this
     private WorkerConnection conn;
@@ -85,34 +71,13 @@ public final class RemoteStore {
     private long loadedVersion = -1;
     /** The checkpoint id of the loaded version (format v2; null for version 0 and in v1). */
     private String loadedId;
-    private long lastSnapshotVersion;
-    /** Bytes of the changelogs after the last snapshot: what a load of the loaded version would replay. */
-    private long changelogBytesSinceSnapshot;
-    /** Write records committed since the last snapshot (this provider's commits; a load counts none). */
-    private long recordsSinceSnapshot;
-    /**
-     * A snapshot maintenance round found a snapshot due while a write store was writing: the
-     * next commit snapshots (docs/decisions/100-snapshot-at-commit-when-due.md).
-     */
-    private boolean snapshotDue;
     /** The store's settings as the worker resolved them at OPEN. */
     private StoreSettings settings;
     /** What the JVM knows of the loaded version (value cache, key filter); null until OPEN. */
     private CachedVersionView view;
     /** What a read store's load cost, reported by the next write store (read stores have no metrics). */
     private StoreMetrics pendingLoad;
-    /** The last write store opened on this store (a writer writes straight into the worker's database). */
-    private WriteStore writer;
-    /** The transaction of the last read store opened on this store (for {@link #readAheadTxn}). */
-    private RemoteTxn readerTxn;
     private boolean closed;
-    /** The Spark task that opened the last transaction (null: none, or opened outside a task). */
-    private TaskContext txnTask;
-    /** Spark unloaded this store while {@link #txnTask} used it: it closes when that task ends. */
-    private boolean closeDeferred;
-    /** Iterators that may still need the worker; drained into memory before the store is closed. */
-    private final java.util.Set<ChunkIterator> openIterators =
-            java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>());
 
     /** A store not yet open on any worker; {@link #start} starts the store service. */
     public RemoteStore(StateStoreId stateStoreId, StructType keySchema, StructType valueSchema, int numPrefixCols,
@@ -129,6 +94,8 @@ public final class RemoteStore {
         this.localDirName = LocalFiles.storeDirStem(stateStoreId) + "_" + HexFormat.of().formatHex(suffix);
         this.checkpointIds = storeConf.enableStateStoreCheckpointIds();
         this.checkpoint = StoreCheckpoint.of(stateStoreId, hadoopConf, checkpointIds);
+        this.loads = new StoreLoad(this, stateStoreId, storeConf, ttlstateConfs, localDirName, checkpoint);
+        this.maintenance = new StoreMaintenance(this, stateStoreId, storeConf, hadoopConf, checkpoint);
     }
 
     /** Whether the query runs with checkpoint format v2 (a unique checkpoint id per version). */
@@ -166,7 +133,7 @@ public final class RemoteStore {
         WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, new KeyCodec(keySchema, numPrefixCols),
                 metrics, valueSchema.length(), forceSnapshotOnCommit, checkpointIds);
         synchronized (this) {
-            writer = store;
+            users.writeOpened(store);
         }
         return store;
     }
@@ -176,7 +143,7 @@ public final class RemoteStore {
         StoreMetrics metrics = new StoreMetrics();
         Prepared p = prepare(version, id, true, batchTimes(version), metrics, -1);
         synchronized (this) {
-            readerTxn = p.txn;
+            users.readOpened(p.txn);
         }
         return new ReadStore(this, version, p.txn, new KeyCodec(keySchema, numPrefixCols), metrics,
                 valueSchema.length());
@@ -197,7 +164,7 @@ public final class RemoteStore {
         WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, codec, metrics, valueSchema.length(),
                 false, checkpointIds);
         synchronized (this) {
-            writer = store;
+            users.writeOpened(store);
         }
         return store;
     }
@@ -211,13 +178,7 @@ public final class RemoteStore {
         synchronized (this) {
             StoreMetrics metrics = new StoreMetrics();
             ensureOpen(metrics);
-            try {
-                changelogs = checkpoint.changelogs(from, to, toId, metrics);
-            } catch (MissingCheckpointFileException e) {
-                throw SparkErrors.sneaky(QueryExecutionErrors.failedToReadStreamingStateFileError(e.path(), e));
-            } catch (IOException e) {
-                throw SparkErrors.sneaky(QueryExecutionErrors.cannotLoadStore(e));
-            }
+            changelogs = loads.changelogs(from, to, toId, metrics);
         }
         return new ChangeDataReader(this, changelogs, new KeyCodec(keySchema, numPrefixCols), valueSchema.length(),
                 settings.iteratorChunkEntries);
@@ -254,14 +215,7 @@ public final class RemoteStore {
     private synchronized Prepared prepare(long version, String id, boolean readOnly, BatchClock.Times times,
                                           StoreMetrics metrics, long fromSnapshot) {
         closed = false;
-        txnTask = TaskContext.get();
-        if (!readOnly && writing()) {
-            // a write store Spark left behind (its task died without aborting): end it, so the
-            // new one can write; only one transaction at a time writes into the database
-            LOG.warn("Aborting the unfinished write store of version {} of {} before opening another",
-                    writer.version(), this);
-            writer.abort();
-        }
+        users.beginning(readOnly);
         for (int attempt = 0; ; attempt++) {
             try {
                 ensureOpen(metrics);
@@ -281,7 +235,7 @@ public final class RemoteStore {
                 }
                 RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, readOnly, batchTimestampMs,
                         settings, view, metrics);
-                txn.onIteratorCreated = this::trackIterator;
+                txn.onIteratorCreated = users::track;
                 return new Prepared(txn, loadedId);
             } catch (UncheckedIOException e) {
                 if (attempt >= 1 || conn == null || !conn.isBroken()) {
@@ -292,69 +246,19 @@ public final class RemoteStore {
         }
     }
 
-    private void trackIterator(ChunkIterator it) {
-        synchronized (openIterators) {
-            openIterators.add(it);
-        }
-    }
-
-    /**
-     * The worker that serves a store: every store of one task (a query's partition: the four
-     * stores of a join, the stores of operators in one stage) on one worker, and consecutive
-     * partitions, which Spark runs side by side, on different workers
-     * (docs/decisions/056-task-stores-share-a-worker.md).
-     */
-    static int workerFor(StateStoreId id, int workers) {
-        return Math.floorMod(id.checkpointRootLocation().hashCode() + id.partitionId(), workers);
-    }
-
     /** Makes sure there is a healthy connection with the store OPEN on it. */
     private void ensureOpen(StoreMetrics metrics) {
         if (connectionUsable()) {
             return;
         }
         dropConnection();
-        PythonService service = PythonService.get(ttlstateConfs);
-        int worker = workerFor(stateStoreId, service.workers());
-        WorkerConnection c = WorkerConnection.open(service, worker, RECONNECT_MILLIS);
-        Path dir = service.dir().resolve("stores").resolve(localDirName);
-        Map<String, String> confs = new LinkedHashMap<>(ttlstateConfs);
-        // the one Spark setting the service's conf rules need (TTL on join state, see conf.py)
-        confs.put(SKIP_NULLS_KEY, String.valueOf(storeConf.skipNullsForStreamStreamJoins()));
-        FrameWriter w = Requests.open(String.format("op=%d,part=%d,name=%s", stateStoreId.operatorId(),
-                        stateStoreId.partitionId(), stateStoreId.storeName()),
-                dir.toString(), stateStoreId.operatorId(), stateStoreId.storeName(), confs);
-        FrameReader r;
-        try {
-            metrics.roundTrip();
-            r = c.call(w);
-        } catch (WorkerException e) {
-            c.close();
-            if (ErrorClasses.INVALID_CONF.equals(e.errorClass())) {
-                throw new InvalidConfException(e.workerMessage());
-            }
-            throw e;
-        } catch (RuntimeException e) {
-            c.close();
-            throw e;
-        }
-        Reply.Opened opened = Replies.decode(() -> Reply.open(r));
-        long handle = opened.storeHandle;
-        StoreSettings resolvedSettings = new StoreSettings(opened.settings);
-        long maxBudget = CachedVersionView.maxBudgetBytes();
-        if (resolvedSettings.cacheMaxBytes > maxBudget) {
-            c.close(); // the worker closes the stores of a dropped connection
-            throw new InvalidConfException(ConfKeys.PREFIX + ConfKeys.CACHE_MAX_BYTES + ": "
-                    + resolvedSettings.cacheMaxBytes + " bytes is more than this JVM's direct memory limit of "
-                    + maxBudget + " bytes, which holds the value cache (-XX:MaxDirectMemorySize, by default the"
-                    + " heap's -Xmx): lower it, or raise -XX:MaxDirectMemorySize in the executor's Java options"
-                    + " (the driver's in local mode)");
-        }
+        StoreLoad.Opened opened = loads.open(metrics);
+        WorkerConnection c = opened.conn;
         conn = c;
-        storeHandle = handle;
-        localDir = dir;
+        storeHandle = opened.storeHandle;
+        localDir = opened.dir;
         loadedVersion = -1;
-        settings = resolvedSettings;
+        settings = opened.settings;
         c.timeoutMillis(settings.workerTimeoutMillis);
         TransferPool.ensureThreads(settings.transferThreads);
         try {
@@ -394,31 +298,13 @@ public final class RemoteStore {
         loadedVersion = -1;
         loadedId = null;
         view.reset(-1, -1);
-        StoreCheckpoint.Loaded l;
-        try {
-            l = fromSnapshot >= 0
-                    ? checkpoint.loadFromSnapshot(conn, storeHandle, fromSnapshot, version, id, batchTimestampMs, metrics)
-                    : checkpoint.load(conn, storeHandle, version, id, batchTimestampMs, metrics);
-        } catch (MissingCheckpointFileException e) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.failedToReadStreamingStateFileError(e.path(), e));
-        } catch (IOException | WorkerException e) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.cannotLoadStore(e));
-        }
+        StoreCheckpoint.Loaded l = loads.load(conn, storeHandle, version, id, batchTimestampMs, metrics, fromSnapshot);
         loadedVersion = version;
         loadedId = l.id();
-        lastSnapshotVersion = l.manifestVersion();
-        changelogBytesSinceSnapshot = l.changelogBytes();
-        recordsSinceSnapshot = 0;
-        snapshotDue = false;
-        // as Spark's providers do at a load (RocksDB: version 0 or the snapshot it started from;
-        // HDFS: loadMap), so a new query run's store is not lagging from its first batch
-        reportSnapshotUploaded(lastSnapshotVersion);
+        maintenance.loaded(l.manifestVersion(), l.changelogBytes());
         view.reset(version, l.numKeys);
         if (view.wantsWarmUp(version) && settings.viewUsable(batchTimestampMs)) {
-            long start = System.nanoTime();
-            long n = CacheWarmUp.fill(conn, storeHandle, version, batchTimestampMs, l.numKeys, settings, view, metrics);
-            LOG.info("Read {} entries of version {} of {} into its key filter and value cache in {} ms", n, version,
-                    this, StoreMetrics.millisSince(start));
+            loads.warmUp(conn, storeHandle, version, batchTimestampMs, l.numKeys, settings, view, metrics);
         }
     }
 
@@ -445,14 +331,11 @@ public final class RemoteStore {
             loadedId = null;
             if (changelog != null) {
                 checkpoint.uploadChangelog(changelog, newVersion, newId, store.baseId(), store.metrics, written);
-                changelogBytesSinceSnapshot += LocalFiles.sizeOrZero(changelog);
-                recordsSinceSnapshot += store.txn().records();
+                maintenance.changelogUploaded(LocalFiles.sizeOrZero(changelog), store.txn().records());
             } else if (newId == null) {
                 checkpoint.deleteEarlierChangelog(newVersion);
             }
-            if (lastSnapshotVersion >= newVersion) {
-                lastSnapshotVersion = 0; // unknown now; the next snapshot maintenance decides
-            }
+            maintenance.committed(newVersion);
             loadedVersion = newVersion;
             loadedId = newId;
             RemoteTxn txn = store.txn();
@@ -467,8 +350,8 @@ public final class RemoteStore {
             } else {
                 view.reset(newVersion, -1); // the JVM does not know the clock the worker stamped the writes with
             }
-            if (changelog == null || forceSnapshot || r.snapshotWanted || snapshotDue) {
-                snapshot(store.metrics, written);
+            if (changelog == null || forceSnapshot || r.snapshotWanted || maintenance.snapshotDue()) {
+                maintenance.snapshot(store.metrics, written);
             }
             durable = true;
             return r;
@@ -495,9 +378,7 @@ public final class RemoteStore {
      * the stamped expiries (docs/decisions/104-event-time-jvm-view.md): its values are forgotten.
      */
     synchronized void writeEnded(WriteStore store, boolean committed) {
-        if (writer == store) {
-            writer = null;
-        }
+        users.writeEnded(store);
         if (committed) {
             return;
         }
@@ -524,7 +405,7 @@ public final class RemoteStore {
         }
         RemoteTxn txn = RemoteTxn.begin(conn, storeHandle, version, true, batchTimestampMs, settings, view,
                 metrics);
-        txn.onIteratorCreated = this::trackIterator;
+        txn.onIteratorCreated = users::track;
         return txn;
     }
 
@@ -535,50 +416,12 @@ public final class RemoteStore {
         }
     }
 
-    /**
-     * Uploads an incremental snapshot of the loaded version (named by its id in format v2).
-     * Caller holds the monitor.
-     */
-    private void snapshot(StoreMetrics metrics, List<org.apache.hadoop.fs.Path> written) throws IOException {
-        checkpoint.snapshot(conn, storeHandle, loadedVersion, loadedId, tmpPath("snapshot"), metrics, written);
-        lastSnapshotVersion = loadedVersion;
-        changelogBytesSinceSnapshot = 0;
-        recordsSinceSnapshot = 0;
-        snapshotDue = false;
-        reportSnapshotUploaded(loadedVersion);
-    }
-
-    /**
-     * Tells Spark's state store coordinator that {@code version} has a snapshot (one uploaded,
-     * or the one a load started from, 0 for the empty state), as Spark's own providers do.
-     * Without it the coordinator counts the store as lagging once enough versions passed and
-     * forces a snapshot at every commit ({@code forceSnapshotOnCommit}); without the report at
-     * a load, a store of a new query run has no upload time, so it lags as soon as its version
-     * is far enough from 0, whatever the time lag rule says
-     * (docs/decisions/036-snapshot-reports-to-coordinator.md).
-     */
-    private void reportSnapshotUploaded(long version) {
-        if (!SparkCompat.atLeast(4, 1) || !storeConf.reportSnapshotUploadLag()) { // 4.1+
-            return;
-        }
-        try {
-            Option<StateStoreCoordinatorRef> ref = StateStoreProvider$.MODULE$.coordinatorRef();
-            if (ref.isDefined()) {
-                UUID runId = UUID.fromString(StateStoreProvider$.MODULE$.getRunId(hadoopConf));
-                ref.get().snapshotUploaded(new StateStoreProviderId(stateStoreId, runId), version,
-                        System.currentTimeMillis());
-            }
-        } catch (RuntimeException e) {
-            LOG.debug("Reporting the snapshot of version {} of {} to the coordinator failed", version, this, e);
-        }
-    }
-
     private Path tmpFile(String name) throws IOException {
         return tmpPath(name + ".tmp");
     }
 
-    /** A fresh path (nothing there) in the store's JVM temp directory. */
-    private Path tmpPath(String name) throws IOException {
+    /** A fresh path (nothing there) in the store's JVM temp directory. Caller holds the monitor. */
+    Path tmpPath(String name) throws IOException {
         Path dir = localDir.resolve(TMP_DIR);
         Files.createDirectories(dir);
         byte[] r = new byte[4];
@@ -588,107 +431,21 @@ public final class RemoteStore {
 
     // ---- maintenance --------------------------------------------------------------------
 
-    /**
-     * Changelog bytes, or write records, after the last snapshot from which maintenance
-     * snapshots whatever {@code minDeltasForSnapshot} says
-     * (docs/decisions/103-large-changelog-snapshots.md): as Spark's RocksDB
-     * provider snapshots a version whose changelog holds over 10,000 entries, so a restart
-     * replays little. Bytes catch what a load replayed (its record count is unknown here);
-     * records catch well-compressed changelogs (small keys and values: about 1.3 bytes a record).
-     */
-    static final long SNAPSHOT_AFTER_CHANGELOG_BYTES = 1L << 20;
-    static final long SNAPSHOT_AFTER_RECORDS = 10_000;
-
-    /**
-     * Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs, or
-     * {@link #SNAPSHOT_AFTER_CHANGELOG_BYTES} or {@link #SNAPSHOT_AFTER_RECORDS} of them, followed the last snapshot; while a write
-     * store writes, its commit does (docs/decisions/100-snapshot-at-commit-when-due.md).
-     */
-    public synchronized void snapshotMaintenance() {
-        if (closed || !connectionUsable() || loadedVersion <= 0) {
-            return;
-        }
-        boolean byDeltas = loadedVersion - lastSnapshotVersion >= storeConf.minDeltasForSnapshot();
-        boolean byVolume = loadedVersion > lastSnapshotVersion
-                && (changelogBytesSinceSnapshot >= SNAPSHOT_AFTER_CHANGELOG_BYTES
-                    || recordsSinceSnapshot > SNAPSHOT_AFTER_RECORDS);
-        if (!byDeltas && !byVolume) {
-            return;
-        }
-        if (writing()) {
-            if (!snapshotDue) {
-                LOG.debug("Snapshot of {} due while version {} is written: its commit snapshots", this,
-                        loadedVersion + 1);
-            }
-            snapshotDue = true;
-            return;
-        }
-        List<org.apache.hadoop.fs.Path> written = new ArrayList<>();
-        try {
-            snapshot(new StoreMetrics(), written);
-        } catch (IOException | RuntimeException e) {
-            checkpoint.discard(written);
-            if (serviceStopped()) {
-                LOG.info("Snapshot maintenance of {} skipped: the ttlstate store service has stopped", stateStoreId);
-                return;
-            }
-            throw new IllegalStateException("Snapshot maintenance of version " + loadedVersion + " of " + this
-                    + " failed", e);
-        }
+    /** Snapshots the loaded version if one is due ({@link StoreMaintenance#snapshotMaintenance}). */
+    public void snapshotMaintenance() {
+        maintenance.snapshotMaintenance();
     }
 
     /**
-     * MAINTAINs the loaded store on its worker (expired-entry compaction), then deletes
-     * checkpoint files not needed to recover the last {@code minVersionsToRetain} versions and
-     * prunes the local cache (SSTs only if the retained manifests' SSTs are known, or a
-     * worker connection to a running service reads them).
+     * MAINTAIN on the worker, then deletes the checkpoint files recovery no longer needs
+     * ({@link StoreMaintenance#cleanupMaintenance}).
      */
     public void cleanupMaintenance() {
-        maintainStore();
-        WorkerConnection c;
-        synchronized (this) {
-            c = closed || !connectionUsable() ? null : conn; // none to a stopped service (docs/decisions/087-stopped-session-cleanup.md)
-        }
-        try {
-            int maxDelete = SparkCompat.atLeast(4, 1) ? storeConf.maxVersionsToDeletePerMaintenance() : -1; // 4.1+
-            checkpoint.cleanup(storeConf.minVersionsToRetain(), storeConf.minVersionsToDelete(), maxDelete, c);
-        } catch (IOException | RuntimeException e) {
-            boolean loaded;
-            synchronized (this) {
-                loaded = loadedVersion >= 0;
-            }
-            if (loaded) {
-                throw e instanceof IOException
-                        ? new UncheckedIOException("Cleanup maintenance of " + this + " failed", (IOException) e)
-                        : (RuntimeException) e;
-            }
-            LOG.warn("Cleanup maintenance of {} failed (nothing loaded; ignored)", this, e);
-        }
-    }
-
-    /** Sends MAINTAIN if the store is open and loaded; a failure is logged, never thrown. */
-    private synchronized void maintainStore() {
-        if (closed || !connectionUsable() || loadedVersion < 0) {
-            return;
-        }
-        try {
-            FrameReader r = conn.call(Requests.maintain(storeHandle));
-            Replies.decode(() -> {
-                Reply.empty(r);
-                return null;
-            });
-        } catch (RuntimeException e) {
-            if (serviceStopped()) {  // SparkEnv stopping: the service went first
-                LOG.info("Store maintenance (MAINTAIN) of {} skipped: the ttlstate store service has stopped",
-                        stateStoreId);
-            } else {
-                LOG.warn("Store maintenance (MAINTAIN) of {} on its worker failed (ignored)", stateStoreId, e);
-            }
-        }
+        maintenance.cleanupMaintenance();
     }
 
     /** Whether there is a connection, not broken, to a store service that still runs. */
-    private boolean connectionUsable() {
+    boolean connectionUsable() {
         WorkerConnection c = conn;
         return c != null && !c.isBroken() && c.service().isUsable();
     }
@@ -698,7 +455,7 @@ public final class RemoteStore {
      * its SparkEnv (Spark's maintenance thread still holds the providers of a stopped session)
      * or exited. Then nothing is left to maintain or close on a worker.
      */
-    private boolean serviceStopped() {
+    boolean serviceStopped() {
         WorkerConnection c = conn;
         return c != null && !c.service().isUsable();
     }
@@ -711,66 +468,22 @@ public final class RemoteStore {
      * its task holds (docs/decisions/089-unload-during-task.md).
      */
     public void close() {
-        TaskContext task;
-        synchronized (this) {
-            task = inTransaction() ? txnTask : null;
-        }
-        if (task == null || task == TaskContext.get() || task.isCompleted()) {
-            closeNow();
-            return;
-        }
-        synchronized (this) {
-            if (closeDeferred) {
-                return;
-            }
-            closeDeferred = true;
-        }
-        LOG.info("{} is unloaded while task {} (stage {}, partition {}) uses it: close deferred until the task ends",
-                this, task.taskAttemptId(), task.stageId(), task.partitionId());
-        // runs at once if the task has completed meanwhile
-        task.addTaskCompletionListener((TaskCompletionListener) ctx -> closeNow());
+        users.closeWhenUnused(this::closeNow);
     }
 
-    /** Whether a write store or read store has a transaction open on this store. */
-    private boolean inTransaction() {
-        return writing() || (readerTxn != null && !readerTxn.isEnded());
-    }
-
-    /** Whether a write store has its transaction open (neither committed nor aborted). */
-    private boolean writing() {
-        return writer != null && writer.isUpdating();
+    /** Whether a write store has its transaction open (neither committed nor aborted). Caller holds the monitor. */
+    boolean writing() {
+        return users.writing();
     }
 
     private synchronized void closeNow() {
         LiveStores.remove(this);
-        closeDeferred = false;
-        txnTask = null; // no reference to a finished task's context
+        users.closing();
         if (closed) {
             return;
         }
         closed = true;
-        if (writing()) {
-            writer.abort(); // its task ended without committing (Spark aborts it later: a no-op then)
-        }
-        if (readerTxn != null && !readerTxn.isEnded()) {
-            try {
-                readerTxn.abort(); // its task ended without releasing it
-            } catch (RuntimeException e) {
-                LOG.debug("Ending the open read transaction of {} failed (the store closes anyway)", this, e);
-            }
-        }
-        List<ChunkIterator> iterators;
-        synchronized (openIterators) {
-            iterators = new ArrayList<>(openIterators);
-            openIterators.clear();
-        }
-        for (ChunkIterator it : iterators) {
-            try {
-                it.drain();
-            } catch (RuntimeException e) {
-                LOG.debug("Draining an open iterator of {} failed", this, e);
-            }
-        }
+        users.endAll();
         if (conn != null) {
             if (connectionUsable()) {  // a stopped service deleted its stores' files
                 try {
@@ -798,7 +511,7 @@ public final class RemoteStore {
 
     /** The transaction of the write store open on this store, or null (for {@link JoinPrefetch}). */
     synchronized RemoteTxn openWriterTxn() {
-        return writer == null || writer.txn().isEnded() ? null : writer.txn();
+        return users.writerTxn();
     }
 
     /**
@@ -810,11 +523,8 @@ public final class RemoteStore {
         if (numPrefixCols != 0) {
             return null;
         }
-        RemoteTxn w = openWriterTxn();
-        if (w != null) {
-            return w;
-        }
-        return readerTxn == null || readerTxn.isEnded() ? null : readerTxn;
+        RemoteTxn w = users.writerTxn();
+        return w != null ? w : users.readerTxn();
     }
 
     /** The read-ahead for iterators of this store if it is a join's counts store (else null). */
@@ -834,6 +544,28 @@ public final class RemoteStore {
     /** The committed version the worker's database holds, or -1; for tests and logs. */
     public synchronized long loadedVersion() {
         return loadedVersion;
+    }
+
+    // for StoreMaintenance; callers hold the monitor
+
+    /** The connection to the store's worker, or null. */
+    WorkerConnection conn() {
+        return conn;
+    }
+
+    /** The OPEN store's handle on its worker. */
+    long storeHandle() {
+        return storeHandle;
+    }
+
+    /** The checkpoint id of the loaded version (format v2; null for version 0 and in v1). */
+    String loadedId() {
+        return loadedId;
+    }
+
+    /** Whether the store was closed (until a store is opened on it again). */
+    boolean isClosed() {
+        return closed;
     }
 
     @Override
