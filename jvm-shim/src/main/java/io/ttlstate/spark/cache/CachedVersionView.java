@@ -194,7 +194,7 @@ public final class CachedVersionView {
      * The entries of {@code atVersion} whose key starts with {@code prefix} (a whole prefix of
      * a {@link PrefixedKey}), {keys, values} copied now in no particular order, if the view holds
      * the whole version and its keys are prefixed, and that prefix's keys all lie in its probe
-     * run (a prefix of more than {@link SlabCache#MAX_PREFIX_KEYS} keys does not); else null.
+     * run (a prefix of more than {@link SlabIndex#MAX_PREFIX_KEYS} keys does not); else null.
      */
     public synchronized byte[][][] withPrefixIfComplete(long atVersion, byte[] prefix) {
         return withPrefixIfComplete(atVersion, prefix, Long.MIN_VALUE);
