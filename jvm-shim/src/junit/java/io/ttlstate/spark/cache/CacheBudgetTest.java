@@ -15,7 +15,7 @@ import org.junit.jupiter.api.Test;
 import io.ttlstate.spark.ttl.TtlRule;
 
 /**
- * The value caches' memory budget ({@code cache.maxBytes}, {@link CachedVersionView}): the views
+ * The value caches' memory budget ({@code cache.maxBytes}, {@link CacheBudget}): the views
  * of one budget hold at most it together; a view that writes past it evicts its own oldest
  * values, unless it is below its equal share and another is above its own, which then gives way
  * (docs/decisions/069-view-takes-back-its-share.md). Views share a budget by its size, so each

@@ -21,7 +21,7 @@ class SlabCacheEvictionTest {
     }
 
     private static byte[] value(int i) {
-        byte[] v = new byte[100 - SlabCache.HEADER - 4];
+        byte[] v = new byte[100 - Slab.HEADER - 4];
         v[0] = (byte) i;
         return v;
     }

@@ -14,9 +14,9 @@ import java.util.TreeMap;
 
 import org.junit.jupiter.api.Test;
 
-/** A {@link SlabCache.Snapshot} reads the entries as they were, whatever the cache does after. */
+/** A {@link SlabSnapshot} reads the entries as they were, whatever the cache does after. */
 class SlabCacheSnapshotTest {
-    private static Map<String, String> drain(SlabCache.Snapshot s, int chunk) {
+    private static Map<String, String> drain(SlabSnapshot s, int chunk) {
         Map<String, String> out = new TreeMap<>();
         while (s.hasNext()) {
             byte[][][] kv = s.next();
@@ -36,7 +36,7 @@ class SlabCacheSnapshotTest {
             put(c, bytes("k" + i), bytes("v" + i), 0);
             expected.put(hex(bytes("k" + i)), hex(bytes("v" + i)));
         }
-        SlabCache.Snapshot s = c.snapshot().chunkEntries(7);
+        SlabSnapshot s = c.snapshot().chunkEntries(7);
         put(c, bytes("k1"), bytes("changed"), 0);
         c.remove(bytes("k2"), SlabCache.hashOf(bytes("k2")));
         put(c, bytes("new"), bytes("n"), 0);
@@ -51,7 +51,7 @@ class SlabCacheSnapshotTest {
 
     @Test
     void anEmptyCachesSnapshotHasNoEntries() {
-        SlabCache.Snapshot s = new SlabCache().snapshot();
+        SlabSnapshot s = new SlabCache().snapshot();
         assertFalse(s.hasNext());
     }
 }

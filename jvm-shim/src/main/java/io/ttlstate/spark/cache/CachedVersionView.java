@@ -2,9 +2,6 @@ package io.ttlstate.spark.cache;
 
 import java.util.Iterator;
 import java.util.Map;
-import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicLong;
 
 import io.ttlstate.spark.ttl.TtlRule;
 
@@ -20,40 +17,21 @@ import io.ttlstate.spark.ttl.TtlRule;
  * on read, incremental cleanup, compaction filter, full-snapshot purge), and every cached
  * value carries its expiry time, so a cached value is never served after it expired.
  *
- * <p>All caches of the JVM with the same budget ({@code cache.maxBytes}) share it: a cache
- * may grow while the caches together hold less than the budget, and one that writes while
- * they hold more evicts its own least recently used values until they fit again, so busy
- * stores use what idle ones leave (a store's values go when it closes); but a cache below its
- * equal share (the budget divided by the open caches with it) is not held there by caches above
- * theirs: those give back their oldest values down to their share instead
- * (docs/decisions/069-view-takes-back-its-share.md: stores
- * of a stopped query stay open until Spark's maintenance unloads them, and a new query's
- * stores could otherwise keep no more than one slab, losing what they read ahead). What a
- * cache holds is counted as the memory its slabs (native) and index (heap) take (dead bytes of replaced or
- * removed values included, until their slab is freed). The
- * warm-up after a load fills at most an equal share (the budget divided by the open caches
- * with it), so the first store loaded does not take the budget from the others. Thread-safe.
+ * <p>All views of the JVM with the same budget ({@code cache.maxBytes}) share it: the view
+ * counts the memory its cache takes in its {@link CacheBudget} and asks it whether to grow, to
+ * evict its own oldest values or to have a view above its share give back. Thread-safe.
  */
 public final class CachedVersionView {
     /** The answer "the filter says this version does not hold the key". */
     public static final Cached ABSENT = new Cached(new byte[0], 0);
 
-    /** The caches with one budget share it: its bytes held and its open caches, per budget. */
-    private static final class Budget {
-        final AtomicLong held = new AtomicLong();
-        final Set<CachedVersionView> views = ConcurrentHashMap.newKeySet();
-    }
-
-    private static final Map<Long, Budget> BUDGETS = new ConcurrentHashMap<>();
-
-    private final long budgetBytes;
-    private final Budget shared;
+    private final CacheBudget budget;
     private final boolean useFilter;
     private final SlabCache values;
     private long version = -1;
     /**
      * What this view counts in its budget: the memory its cache takes ({@link #settle}).
-     * Volatile: other views of the budget read it, without this view's lock, to find one above its share.
+     * Volatile: the budget reads it without this view's lock ({@link #budgeted}) to find a view above its share.
      */
     private volatile long bytes;
     /** Keys the version may hold; null while unknown (after a load, until {@link #filterReady}). */
@@ -69,13 +47,9 @@ public final class CachedVersionView {
     /** A value that never expires was cached since the last {@link #stamped} or reset (EventTime: maybe UNSTAMPED). */
     private boolean mayHoldNever;
 
-    /**
-     * The largest cache budget this JVM can hold: the values live in direct buffers (native
-     * memory, docs/decisions/054-native-memory-slabs.md), limited by {@code
-     * -XX:MaxDirectMemorySize} (by default the heap's maximum).
-     */
+    /** The largest cache budget this JVM can hold ({@link CacheBudget#maxBudgetBytes}). */
     public static long maxBudgetBytes() {
-        return NativeMemory.directMemoryLimit();
+        return CacheBudget.maxBudgetBytes();
     }
 
     /** A view with {@code budgetBytes} for the whole JVM (0: no cache) and, if asked, a filter. */
@@ -89,9 +63,8 @@ public final class CachedVersionView {
      */
     public CachedVersionView(long budgetBytes, boolean useFilter, boolean prefixedKeys) {
         this.values = new SlabCache(prefixedKeys);
-        this.budgetBytes = Math.max(0, budgetBytes);
-        this.shared = BUDGETS.computeIfAbsent(this.budgetBytes, b -> new Budget());
-        this.shared.views.add(this);
+        this.budget = CacheBudget.of(budgetBytes);
+        this.budget.join(this);
         this.useFilter = useFilter;
     }
 
@@ -221,7 +194,7 @@ public final class CachedVersionView {
      * The entries of {@code atVersion} whose key starts with {@code prefix} (a whole prefix of
      * a {@link PrefixedKey}), {keys, values} copied now in no particular order, if the view holds
      * the whole version and its keys are prefixed, and that prefix's keys all lie in its probe
-     * run (a prefix of more than {@link SlabCache#MAX_PREFIX_KEYS} keys does not); else null.
+     * run (a prefix of more than {@link SlabIndex#MAX_PREFIX_KEYS} keys does not); else null.
      */
     public synchronized byte[][][] withPrefixIfComplete(long atVersion, byte[] prefix) {
         return withPrefixIfComplete(atVersion, prefix, Long.MIN_VALUE);
@@ -251,7 +224,7 @@ public final class CachedVersionView {
                 insert(key, SlabCache.hashOf(key), value, expiresAt);
             }
         }
-        reclaimShare();
+        budget.reclaimShare(this);
     }
 
     /**
@@ -280,7 +253,7 @@ public final class CachedVersionView {
             version = newVersion;
             tidyAfterCommit(now);
         }
-        reclaimShare();
+        budget.reclaimShare(this);
     }
 
     /**
@@ -304,7 +277,7 @@ public final class CachedVersionView {
                 filter.addHash(key.hash64());
             }
         }
-        reclaimShare();
+        budget.reclaimShare(this);
     }
 
     /**
@@ -364,7 +337,7 @@ public final class CachedVersionView {
         clearValues();
         version = newVersion;
         filter = useFilter && newVersion >= 0 && numKeys == 0 ? new KeyFilter(0) : null;
-        complete = budgetBytes > 0 && newVersion >= 0 && numKeys == 0 && !closed;
+        complete = budget.maxBytes > 0 && newVersion >= 0 && numKeys == 0 && !closed;
         evictedSinceReset = false;
     }
 
@@ -393,13 +366,13 @@ public final class CachedVersionView {
     public synchronized void filterReady(long atVersion, KeyFilter scanned, boolean rememberedAll) {
         if (atVersion == version && !closed) {
             filter = scanned;
-            complete = rememberedAll && budgetBytes > 0 && !evictedSinceReset;
+            complete = rememberedAll && budget.maxBytes > 0 && !evictedSinceReset;
         }
     }
 
     /** Whether a scan may still add values without evicting any (warm-up stops there). */
     public synchronized boolean hasRoomFor(long entryBytes) {
-        return bytes + entryBytes <= share() && shared.held.get() + entryBytes <= budgetBytes;
+        return budget.hasRoomFor(bytes, entryBytes);
     }
 
     /**
@@ -415,7 +388,7 @@ public final class CachedVersionView {
      */
     public synchronized int prefetchRoom() {
         long mean = values.size() == 0 ? 256 : Math.max(1, bytes / values.size());
-        long room = Math.min(budgetBytes / 8, Math.max(bytes, share()) / 4);
+        long room = Math.min(budget.maxBytes / 8, Math.max(bytes, budget.share()) / 4);
         return (int) Math.min(Integer.MAX_VALUE, Math.max(1, room / mean));
     }
 
@@ -425,7 +398,7 @@ public final class CachedVersionView {
         version = -1;
         complete = false;
         if (!closed) {
-            shared.views.remove(this);
+            budget.leave(this);
         }
         closed = true;
     }
@@ -438,26 +411,20 @@ public final class CachedVersionView {
         return filter == null ? 0 : filter.bytes();
     }
 
-    /** The budget divided by the open caches with this budget. */
-    private long share() {
-        return budgetBytes / Math.max(1, shared.views.size());
-    }
-
     /**
      * Caches {@code value}; while the caches of the budget hold more than it, frees this
      * cache's oldest slab ({@link #dropOldestSlab}), unless this cache is within its share and
-     * another is above its own: then that one gives way ({@link #reclaimShare}, once this
-     * view's lock is released).
+     * another is above its own: then that one gives way ({@link CacheBudget#reclaimShare}, once
+     * this view's lock is released).
      */
     private void insert(byte[] key, int hash, byte[] value, long expiresAt) {
-        if (budgetBytes == 0) {
+        if (budget.maxBytes == 0) {
             return;
         }
         values.put(key, hash, value, expiresAt);
         mayHoldNever |= expiresAt == TtlRule.NEVER;
         settle();
-        while (shared.held.get() > budgetBytes && values.slabCount() > 0
-                && (bytes > share() || aboveShare() == null)) {
+        while (values.slabCount() > 0 && budget.evictsOwn(this)) {
             dropOldestSlab();
         }
     }
@@ -471,39 +438,18 @@ public final class CachedVersionView {
         settle();
     }
 
-    /** Another open view of this budget above its share (the one most above it), or null. */
-    private CachedVersionView aboveShare() {
-        long share = share();
-        CachedVersionView most = null;
-        long mostOver = 0;
-        for (CachedVersionView v : shared.views) {
-            long over = v.bytes - share;
-            if (v != this && over > mostOver) {
-                most = v;
-                mostOver = over;
-            }
-        }
-        return most;
-    }
-
     /**
-     * While the budget is exceeded, the views above their share give back their oldest values
-     * down to it. Called without this view's lock (it takes one other view's lock at a time, so
-     * two views doing this at once cannot deadlock).
+     * What this view counts in its budget, read without its lock (the budget looks for a view
+     * above its share).
      */
-    private void reclaimShare() {
-        CachedVersionView other;
-        while (shared.held.get() > budgetBytes && (other = aboveShare()) != null) {
-            if (!other.giveBackAboveShare()) {
-                return;
-            }
-        }
+    long budgeted() {
+        return bytes;
     }
 
     /** Frees this view's oldest slabs while the budget is exceeded and it is above its share; whether it freed any. */
-    private synchronized boolean giveBackAboveShare() {
+    synchronized boolean giveBackAboveShare() {
         boolean freed = false;
-        while (shared.held.get() > budgetBytes && bytes > share() && values.slabCount() > 0) {
+        while (budget.aboveShare(bytes) && values.slabCount() > 0) {
             dropOldestSlab();
             freed = true;
         }
@@ -519,7 +465,7 @@ public final class CachedVersionView {
     /** Brings this view's count, and its budget's, to the memory its cache takes now. */
     private void settle() {
         long now = values.memoryBytes();
-        shared.held.addAndGet(now - bytes);
+        budget.add(now - bytes);
         bytes = now;
     }
 }

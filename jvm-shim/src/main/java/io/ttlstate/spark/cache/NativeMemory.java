@@ -35,8 +35,8 @@ final class NativeMemory {
 
     private NativeMemory() {}
 
-    /** Size of the buffers kept for reuse: the slabs of a cache that has grown (SlabCache.MAX_SLAB). */
-    static final int POOLED_BYTES = SlabCache.MAX_SLAB;
+    /** Size of the buffers kept for reuse: the slabs of a cache that has grown (SlabRing.MAX_SLAB). */
+    static final int POOLED_BYTES = SlabRing.MAX_SLAB;
     /** Buffers kept for reuse at most (8 MiB): enough for the churn of caches at their budget. */
     private static final int MAX_POOLED = 32;
     private static final java.util.ArrayDeque<ByteBuffer> POOL = new java.util.ArrayDeque<>();
