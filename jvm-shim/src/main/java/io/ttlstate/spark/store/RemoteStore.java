@@ -317,7 +317,7 @@ public final class RemoteStore {
      * snapshot; in format v1 snapshot mode first delete a changelog an earlier attempt at this
      * version left. On failure the local version is forgotten (the next getStore reloads) and
      * the format v2 files this commit started writing are deleted; a format v1 file stays, as
-     * its path is every attempt's (a re-run overwrites it; see StoreCheckpoint.ownPath).
+     * its path is every attempt's (a re-run overwrites it; see CheckpointWriter.ownPath).
      */
     synchronized RemoteTxn.Committed commit(WriteStore store, String newId, boolean forceSnapshot)
             throws IOException {
