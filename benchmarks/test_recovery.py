@@ -103,10 +103,6 @@ def test_recovery(benchmark, first_runs, tmp_path, workload, round_, variant):
     write_report()
 
 
-def _mib1(v) -> str:
-    return report.fmt(float(v), 1)
-
-
 def write_report() -> None:
     out = ["# Recovery: the first batch after a restart\n",
            "Command: `make bench` (this part: `"
@@ -133,11 +129,11 @@ def write_report() -> None:
                     ratio = report.ratio(_median_of(base, lambda r: r["batch_ms"]),
                                          _median_of(runs, lambda r: r["batch_ms"]))
                 loads = [r for r in runs if r["load_ms"] is not None]
-                downloads = [r for r in runs if r.get("downloaded") is not None]
+                downloads = [r for r in runs if r["downloaded"] is not None]
                 rows.append([case, runner.VARIANTS[v][0], _spread(runs, lambda r: r["batch_ms"], report.fmt), ratio,
                              _spread(runs, lambda r: r["updates_ms"], report.fmt),
                              _spread(loads, lambda r: r["load_ms"], report.fmt) if loads else "–",
-                             _spread(downloads, lambda r: r["downloaded"] / 2**20, _mib1) if downloads else "–",
+                             _spread(downloads, lambda r: r["downloaded"], report.mib) if downloads else "–",
                              str(len(runs))])
         if rows:
             out.append(f"## {workload}\n\n{workloads.workload(workload).description}.\n")
