@@ -126,7 +126,7 @@ def build_testfs_session(app_name: str, confs: dict[str, str] | None = None):
         b = b.config(k, v)
     for k, v in (confs or {}).items():
         b = b.config(k, v)
-    spark = ttlstate.configure(b).getOrCreate()
+    spark = st.get_or_create(ttlstate.configure(b))
     spark.sparkContext.setLogLevel("WARN")
     # what a failed run's log must explain: ttlstate's own lines and Spark's store loads and unloads
     levels = spark._jvm.org.apache.logging.log4j

@@ -42,7 +42,7 @@ def build_session(app_name: str = "ttlstate-cluster", warehouse: str | None = No
          .config("spark.executor.memory", "1g")
          .config("spark.locality.wait", "0")
          .config("spark.sql.streaming.stateStore.maintenanceInterval", "1s"))
-    spark = ttlstate.configure(b).getOrCreate()
+    spark = st.get_or_create(ttlstate.configure(b))
     spark.sparkContext.setLogLevel("WARN")
     return spark
 

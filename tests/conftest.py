@@ -194,6 +194,7 @@ def pytest_configure(config):
         os.mkdir(cache)
         os.mkdir(jvm_tmp)
         os.environ["TTLSTATE_TEST_CACHE_DIR"] = cache
+        os.environ["TTLSTATE_TEST_JVM_FLAGS"] = TEST_JVM_FLAGS  # jvm_archive.use_for's, in every process
         archive = jvm_archive.ensure(TEST_JVM_FLAGS) if os.environ.get("TTLSTATE_TEST_JVM_ARCHIVE", "1") != "0" else None
         os.environ["JDK_JAVA_OPTIONS"] = " ".join(filter(None, [
             os.environ.get("JDK_JAVA_OPTIONS", ""), TEST_JVM_FLAGS, archive and jvm_archive.jdk_options(archive),

@@ -1,18 +1,30 @@
-"""A class-data-sharing archive of Spark's driver JVM, for the tests: starting a local session took
+"""Class-data-sharing archives of Spark's driver JVM, for the tests: starting a local session took
 7.7 s (9 CPU-seconds) on this 2-core machine, 4.4 s (6) with the archive mapped instead of
 Spark's classes loaded and verified again, and the suite starts hundreds of drivers and offline
 commands (one test_migrate case: 91 CPU-seconds without, 70 with; test_s3, test_hdfs,
-test_kafka and test_repartition together, whose S3 drivers cannot use it: 817 and 761). `ensure()` makes the archive once per pyspark install and JDK (under build/test-jvm/, a
-few seconds' run of a streaming query with JDK 17's `-XX:ArchiveClassesAtExit`); conftest hands
-`jdk_options(path)` to every JVM the tests start. A JVM whose classpath does not start with the
-archive's (servers, drivers with an extra classpath, other Spark lines) starts as before, silently:
-the flags only turn the archive's warnings off. `python jvm_archive.py OUT` is the run that dumps."""
+test_kafka and test_repartition together, whose S3 drivers cannot use it: 817 and 761).
+
+A JVM maps an archive only if its classpath starts with the archive's, so there is one archive per
+driver classpath: `spark.driver.extraClassPath` goes before Spark's jars. `ensure()` makes the one
+for an extra classpath once per pyspark install, JDK and jars (under build/test-jvm/, a few
+seconds' run of a streaming query with JDK 17's `-XX:ArchiveClassesAtExit`, one process at a time).
+conftest hands `jdk_options(path)` of the plain one (`spark.jars` only, as the user's path and the
+offline commands have it) to every JVM the tests start; `use_for(builder)`, called right before
+`getOrCreate()`, switches this process's JDK_JAVA_OPTIONS to the archive of the builder's extra
+classpath (ttlstate.configure puts the shim jar there, the test FileSystem's sessions its jar
+too): a session built that way matched no archive before, and started 11-12 s (13-14 CPU-seconds)
+instead of 6 (8). A JVM matching none (servers, the S3 drivers, other Spark lines, the launcher's
+own small JVM) starts as before, silently: the flags only turn the archive's warnings off.
+`python jvm_archive.py OUT WORK [EXTRA_CLASSPATH]` is the run that dumps."""
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,41 +38,68 @@ def jdk_options(path: str) -> str:
     return f"-XX:SharedArchiveFile={path} {_QUIET}"
 
 
-def _key(jvm_flags: str) -> str:
+@functools.lru_cache(maxsize=1)
+def _java_version() -> list[str]:
+    return [line for line in subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+            if "Picked up" not in line]
+
+
+def _key(jvm_flags: str, extra_classpath: str) -> str:
     import pyspark
 
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
-    java = [line for line in subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
-            if "Picked up" not in line]
-    facts = [pyspark.__version__, jars, os.stat(jars).st_mtime_ns, java, jvm_flags]
+    facts = [pyspark.__version__, jars, os.stat(jars).st_mtime_ns, _java_version(), jvm_flags]
+    if extra_classpath:  # the JVM checks each entry's size and time: a rebuilt jar needs a new archive
+        facts.append([(p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in extra_classpath.split(os.pathsep)])
     return f"spark-{pyspark.__version__}-{hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]}"
 
 
-def ensure(jvm_flags: str) -> str | None:
-    """The archive's path for this pyspark and JDK with `jvm_flags`, made if missing; None (and a
-    line on stderr) if it could not be made: the tests then run without it."""
+def ensure(jvm_flags: str, extra_classpath: str = "") -> str | None:
+    """The archive's path for this pyspark and JDK with `jvm_flags`, and a driver whose
+    `spark.driver.extraClassPath` is `extra_classpath`; made if missing (one process at a time:
+    another waits for it). None (and a line on stderr) if it could not be made: the JVMs then
+    start without it."""
     try:
-        path = os.path.join(ARCHIVE_DIR, _key(jvm_flags) + ".jsa")
+        path = os.path.join(ARCHIVE_DIR, _key(jvm_flags, extra_classpath) + ".jsa")
         if os.path.exists(path):
             return path
         os.makedirs(ARCHIVE_DIR, exist_ok=True)
-        partial = f"{path}.{os.getpid()}.partial"
-        with tempfile.TemporaryDirectory(prefix="ttlstate-jvm-archive-") as work:
-            env = {**os.environ, "JDK_JAVA_OPTIONS": f"{jvm_flags} -Djava.io.tmpdir={work}"}
-            proc = subprocess.run([sys.executable, __file__, partial, work], env=env, capture_output=True,
-                                  text=True, timeout=300)
-        if proc.returncode != 0 or not os.path.exists(partial):
-            raise RuntimeError(f"exit {proc.returncode}: {proc.stderr[-2000:]}")
-        os.replace(partial, path)
+        with open(path + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if os.path.exists(path):  # made by the process that held the lock
+                return path
+            partial = f"{path}.{os.getpid()}.partial"
+            with tempfile.TemporaryDirectory(prefix="ttlstate-jvm-archive-") as work:
+                env = {**os.environ, "JDK_JAVA_OPTIONS": f"{jvm_flags} -Djava.io.tmpdir={work}"}
+                proc = subprocess.run([sys.executable, __file__, partial, work, extra_classpath], env=env,
+                                      capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0 or not os.path.exists(partial):
+                raise RuntimeError(f"exit {proc.returncode}: {proc.stderr[-2000:]}")
+            os.replace(partial, path)
         return path
     except Exception as e:  # noqa: BLE001 - a missing archive costs time, never a result
         print(f"tests/jvm_archive.py: no class-data-sharing archive, JVMs start without one: {e}", file=sys.stderr)
         return None
 
 
-def _dump(out: str, work: str):
-    """A streaming aggregation on ttlstate and a batch query, in a driver that writes the classes
-    it loaded from Spark's classpath to `out` as it exits."""
+_ARCHIVE_FLAG = re.compile(r"-XX:SharedArchiveFile=\S+")
+
+
+def use_for(builder) -> None:
+    """Points this process's JDK_JAVA_OPTIONS (read when `builder.getOrCreate()` starts the
+    driver) at the archive of the builder's `spark.driver.extraClassPath`, made if missing; does
+    nothing unless the tests gave the JVMs an archive (conftest)."""
+    options, flags = os.environ.get("JDK_JAVA_OPTIONS", ""), os.environ.get("TTLSTATE_TEST_JVM_FLAGS")
+    if flags is None or not _ARCHIVE_FLAG.search(options):
+        return
+    path = ensure(flags, builder._options.get("spark.driver.extraClassPath", ""))
+    if path:
+        os.environ["JDK_JAVA_OPTIONS"] = _ARCHIVE_FLAG.sub(f"-XX:SharedArchiveFile={path}", options)
+
+
+def _dump(out: str, work: str, extra_classpath: str):
+    """A streaming aggregation on ttlstate and a batch query, in a driver with `extra_classpath`
+    before Spark's jars that writes the classes it loaded from its classpath to `out` as it exits."""
     sys.path.insert(0, _HERE)
     import streaming as st
     import ttlstate
@@ -69,9 +108,12 @@ def _dump(out: str, work: str):
     os.mkdir(events)
     with open(os.path.join(events, "0.json"), "w") as f:
         f.writelines(json.dumps({"k": i % 7, "v": i}) + "\n" for i in range(100))
-    spark = (st.session_builder("ttlstate-jvm-archive").config("spark.jars", ttlstate.jar_path())
-             .config("spark.sql.streaming.stateStore.providerClass", st.TTLSTATE)
-             .config("spark.driver.extraJavaOptions", f"-XX:ArchiveClassesAtExit={out}").getOrCreate())
+    builder = (st.session_builder("ttlstate-jvm-archive").config("spark.jars", ttlstate.jar_path())
+               .config("spark.sql.streaming.stateStore.providerClass", st.TTLSTATE)
+               .config("spark.driver.extraJavaOptions", f"-XX:ArchiveClassesAtExit={out}"))
+    if extra_classpath:
+        builder = builder.config("spark.driver.extraClassPath", extra_classpath)
+    spark = builder.getOrCreate()
     stream = spark.readStream.schema("k INT, v INT").json(events).groupBy("k").count()
     query = (stream.writeStream.outputMode("update").format("memory").queryName("counts")
              .option("checkpointLocation", os.path.join(work, "ck")).trigger(availableNow=True).start())
@@ -81,4 +123,4 @@ def _dump(out: str, work: str):
 
 
 if __name__ == "__main__":
-    _dump(sys.argv[1], sys.argv[2])
+    _dump(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "")

@@ -86,11 +86,20 @@ def session_builder(app_name: str = "ttlstate-e2e", warehouse: str | None = None
     return b
 
 
+def get_or_create(builder):
+    """`builder.getOrCreate()`, its driver JVM mapping the tests' class-data-sharing archive of
+    its classpath (tests/jvm_archive.py)."""
+    import jvm_archive
+
+    jvm_archive.use_for(builder)
+    return builder.getOrCreate()
+
+
 def build_session(app_name: str = "ttlstate-e2e", warehouse: str | None = None):
     """`ttlstate.configure(...)` on a light local builder, then getOrCreate()."""
     import ttlstate
 
-    spark = ttlstate.configure(session_builder(app_name, warehouse)).getOrCreate()
+    spark = get_or_create(ttlstate.configure(session_builder(app_name, warehouse)))
     spark.sparkContext.setLogLevel("WARN")
     return spark
 

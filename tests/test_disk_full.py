@@ -131,7 +131,7 @@ def child(spec_path: str) -> None:
     builder = (st.session_builder("ttlstate-disk-full")
                .config("spark.local.dir", spec["local_dir"])
                .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={spec['tmpdir']}"))
-    spark = ttlstate.configure(builder).getOrCreate()
+    spark = st.get_or_create(ttlstate.configure(builder))
 
     def run():
         r = st.run_query(spark, st.TTLSTATE, st.agg_by_key_bucket, "update", spec["input"],

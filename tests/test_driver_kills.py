@@ -187,7 +187,7 @@ def child(spec_path: str) -> None:
     # Spark's local dirs inside the test's directory: a killed JVM leaves them behind
     builder = st.session_builder("ttlstate-driver-kills").config(
         "spark.local.dir", str(pathlib.Path(spec["checkpoint"]).parent / "spark-local"))
-    spark = ttlstate.configure(builder).getOrCreate()
+    spark = st.get_or_create(ttlstate.configure(builder))
     started = threading.Event()
     holder = {}
 

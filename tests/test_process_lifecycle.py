@@ -57,7 +57,7 @@ DRIVER = textwrap.dedent("""
             builder = st.session_builder("ttlstate-lifecycle", warehouse=str(work / "warehouse"))
             if python:
                 builder = builder.config("spark.pyspark.python", python)
-            spark = ttlstate.configure(builder).getOrCreate()
+            spark = st.get_or_create(ttlstate.configure(builder))
             spark.sparkContext.setLogLevel("WARN")
             jvm = spark.sparkContext._jvm
             pid = int(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid())

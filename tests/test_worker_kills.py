@@ -45,7 +45,7 @@ def retrying_spark(_session_holder, tmp_path_factory):
     b = (st.session_builder("ttlstate-worker-kills",
                             str(tmp_path_factory.mktemp("kills-warehouse")))
          .master("local[2,4]").config("spark.ui.enabled", "true"))
-    spark = ttlstate.configure(b).getOrCreate()
+    spark = st.get_or_create(ttlstate.configure(b))
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
     spark.stop()

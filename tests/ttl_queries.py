@@ -416,7 +416,7 @@ def _subprocess_main(spec_path: str) -> int:
     builder = st.session_builder(spec.get("app", "ttlstate-ttl-subprocess"))
     for k, v in spec.get("session_confs", {}).items():
         builder = builder.config(k, v)
-    spark = ttlstate.configure(builder).getOrCreate()
+    spark = st.get_or_create(ttlstate.configure(builder))
     spark.sparkContext.setLogLevel("WARN")
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     pathlib.Path(spec["pid_file"]).write_text(str(pid))
