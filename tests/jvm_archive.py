@@ -10,10 +10,9 @@ for an extra classpath once per pyspark install, JDK and jars (under build/test-
 seconds' run of a streaming query with JDK 17's `-XX:ArchiveClassesAtExit`, one process at a time).
 conftest hands `jdk_options(path)` of the plain one (`spark.jars` only, as the user's path and the
 offline commands have it) to every JVM the tests start; `use_for(builder)`, called right before
-`getOrCreate()`, switches this process's JDK_JAVA_OPTIONS to the archive of the builder's extra
-classpath (ttlstate.configure puts the shim jar there, the test FileSystem's sessions its jar
-too): a session built that way matched no archive before, and started 11-12 s (13-14 CPU-seconds)
-instead of 6 (8). A JVM matching none (servers, the S3 drivers, other Spark lines, the launcher's
+`getOrCreate()`, gives the driver the archive of the builder's extra classpath (ttlstate.configure
+puts the shim jar there, the test FileSystem's sessions its jar too): a session built that way
+matched no archive before, and started 11-12 s (13-14 CPU-seconds) instead of 6 (8). A JVM matching none (servers, the S3 drivers, other Spark lines, the launcher's
 own small JVM) starts as before, silently: the flags only turn the archive's warnings off.
 `python jvm_archive.py OUT WORK [EXTRA_CLASSPATH]` is the run that dumps."""
 
@@ -86,15 +85,18 @@ _ARCHIVE_FLAG = re.compile(r"-XX:SharedArchiveFile=\S+")
 
 
 def use_for(builder) -> None:
-    """Points this process's JDK_JAVA_OPTIONS (read when `builder.getOrCreate()` starts the
-    driver) at the archive of the builder's `spark.driver.extraClassPath`, made if missing; does
-    nothing unless the tests gave the JVMs an archive (conftest)."""
-    options, flags = os.environ.get("JDK_JAVA_OPTIONS", ""), os.environ.get("TTLSTATE_TEST_JVM_FLAGS")
-    if flags is None or not _ARCHIVE_FLAG.search(options):
+    """Gives the driver `builder.getOrCreate()` starts the archive of the builder's
+    `spark.driver.extraClassPath` (made if missing), through `spark.driver.extraJavaOptions`: the
+    java command line comes after JDK_JAVA_OPTIONS, so its flag wins in the driver only, and the
+    JVMs the driver starts (a local cluster's executors, Spark's jars only) keep the plain one.
+    Does nothing unless the tests gave the JVMs an archive (conftest) or with no extra classpath."""
+    flags, extra = os.environ.get("TTLSTATE_TEST_JVM_FLAGS"), builder._options.get("spark.driver.extraClassPath", "")
+    if flags is None or not extra or not _ARCHIVE_FLAG.search(os.environ.get("JDK_JAVA_OPTIONS", "")):
         return
-    path = ensure(flags, builder._options.get("spark.driver.extraClassPath", ""))
+    path = ensure(flags, extra)
     if path:
-        os.environ["JDK_JAVA_OPTIONS"] = _ARCHIVE_FLAG.sub(f"-XX:SharedArchiveFile={path}", options)
+        java_options = builder._options.get("spark.driver.extraJavaOptions", "")
+        builder.config("spark.driver.extraJavaOptions", f"{java_options} -XX:SharedArchiveFile={path}".strip())
 
 
 def _dump(out: str, work: str, extra_classpath: str):
