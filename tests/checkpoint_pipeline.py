@@ -38,7 +38,7 @@ def main(spec: dict):
         b = b.config("spark.driver.extraClassPath", ":".join(spec["driver_classpath"]))
     for k, v in spec["confs"].items():
         b = b.config(k, v)
-    spark = st.get_or_create(b)
+    spark = b.getOrCreate()
     spark.sparkContext.setLogLevel(spec.get("log_level", "ERROR"))
     if "runs" not in spec:
         out = _run_queries(spark, spec, spec["checkpoint"], spec["queries"])

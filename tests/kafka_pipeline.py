@@ -45,7 +45,7 @@ def session(spec: dict):
         b = b.config("spark.executor.memory", "1g")
     for k, v in spec.get("confs", {}).items():
         b = b.config(k, v)
-    spark = st.get_or_create(b)
+    spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

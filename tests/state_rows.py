@@ -32,7 +32,7 @@ def main(spec: dict):
     b = st.session_builder("ttlstate-state-rows").config("spark.jars", ttlstate.jar_path())
     for k, v in spec.get("confs", {}).items():
         b = b.config(k, v)
-    spark = st.get_or_create(b)
+    spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     out = rows(spark, spec["checkpoints"])
     with open(spec["out_file"], "w") as f:

@@ -113,7 +113,8 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
             killed_tmp = tmp_path / "tmp-killed-move"
             killed_tmp.mkdir()
             _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
-                n.endswith(".sst") for n in os.listdir(sst_dir)), killed_tmp)
+                n.endswith(".sst") for n in os.listdir(sst_dir)), killed_tmp,
+                step_from=lambda: any(killed_tmp.glob("ttlstate-migrate-*/provider-0")))
             shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
             each["killed"] = (str(tmp_path / "ck-killed"), queries[:1])
         if case == "rocksdb-v2-to-ttlstate":
@@ -187,18 +188,31 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
         assert any(reference[2][q]["batches"].values()), q
 
 
-def _migrate_killed(ck: str, to: str, reached, tmp_dir=None, before_switch: bool = True) -> bool:
+def _migrate_killed(ck: str, to: str, reached, tmp_dir=None, before_switch: bool = True, step_from=None) -> bool:
     """Runs a migration of `ck` to `to` (with TMPDIR=`tmp_dir`, if given) and SIGKILLs it as soon
     as `reached()`; asserts the offset log still names the source (unless not `before_switch`)
-    and that no process it started (its Spark JVM) outlives it. Returns whether it switched."""
+    and that no process it started (its Spark JVM) outlives it. Returns whether it switched.
+    Once `step_from()` (if given), the command runs in slices of tens of microseconds, stopped while
+    `reached()` is checked: moving a few small files and switching took less than one check of 2 ms
+    and less than a slice of one."""
     last = _last_offset(ck)
     provider = _offset_conf(ck, last)[PROVIDER_KEY]
     proc = subprocess.Popen([sys.executable, "-m", "ttlstate", "migrate", ck, "--to", to],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=tmpdir_env(tmp_dir))
     deadline = time.monotonic() + 300
-    while not reached():
+    stepping = False
+    while True:
+        if step_from is not None and not stepping and step_from():
+            stepping = True
+        if stepping:
+            proc.send_signal(signal.SIGSTOP)
+        if reached():
+            break
         assert proc.poll() is None and time.monotonic() < deadline, f"migrate ended first ({proc.returncode})"
-        time.sleep(0.002)
+        if stepping:
+            proc.send_signal(signal.SIGCONT)  # and stopped again at the top: a slice of tens of µs
+        else:
+            time.sleep(0.002)
     proc.send_signal(signal.SIGSTOP)  # at once: reading /proc for its children takes a while
     children = [pid for pid, ppid, _ in cluster._processes() if ppid == proc.pid]
     proc.send_signal(signal.SIGKILL)
