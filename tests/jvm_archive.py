@@ -12,8 +12,9 @@ conftest hands `jdk_options(path)` of the plain one (`spark.jars` only, as the u
 offline commands have it) to every JVM the tests start; `use_for(builder)`, called right before
 `getOrCreate()`, gives the driver the archive of the builder's extra classpath (ttlstate.configure
 puts the shim jar there, the test FileSystem's sessions its jar too): a session built that way
-matched no archive before, and started 11-12 s (13-14 CPU-seconds) instead of 6 (8). A JVM matching none (servers, the S3 drivers, other Spark lines, the launcher's
-own small JVM) starts as before, silently: the flags only turn the archive's warnings off.
+matched no archive before, and started 11-12 s (13-14 CPU-seconds) instead of 6 (8). A JVM
+matching none (servers, the S3 drivers, other Spark lines, the launcher's own small JVM) starts
+as before, silently: the flags only turn the archive's warnings off.
 `python jvm_archive.py OUT WORK [EXTRA_CLASSPATH]` is the run that dumps."""
 
 from __future__ import annotations
