@@ -24,7 +24,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -82,9 +81,6 @@ def ensure(jvm_flags: str, extra_classpath: str = "") -> str | None:
         return None
 
 
-_ARCHIVE_FLAG = re.compile(r"-XX:SharedArchiveFile=\S+")
-
-
 def use_for(builder) -> None:
     """Gives the driver `builder.getOrCreate()` starts the archive of the builder's
     `spark.driver.extraClassPath` (made if missing), through `spark.driver.extraJavaOptions`: the
@@ -92,7 +88,7 @@ def use_for(builder) -> None:
     JVMs the driver starts (a local cluster's executors, Spark's jars only) keep the plain one.
     Does nothing unless the tests gave the JVMs an archive (conftest) or with no extra classpath."""
     flags, extra = os.environ.get("TTLSTATE_TEST_JVM_FLAGS"), builder._options.get("spark.driver.extraClassPath", "")
-    if flags is None or not extra or not _ARCHIVE_FLAG.search(os.environ.get("JDK_JAVA_OPTIONS", "")):
+    if flags is None or not extra or "-XX:SharedArchiveFile=" not in os.environ.get("JDK_JAVA_OPTIONS", ""):
         return
     path = ensure(flags, extra)
     if path:

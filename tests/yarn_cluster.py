@@ -46,6 +46,9 @@ class YarnCluster:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.stdout.close()
         self.proc = None
         for pid, _ in processes(f"{self.work}/"):
             with contextlib.suppress(ProcessLookupError):
