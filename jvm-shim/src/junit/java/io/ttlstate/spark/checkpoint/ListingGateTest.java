@@ -4,89 +4,81 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.Function;
 
+import org.apache.hadoop.fs.FileStatus;
 import org.junit.jupiter.api.Test;
 
 /**
- * {@link ListingGate} (docs/decisions/105-object-store-puts-and-listings.md) against {@link
- * Retention} on listings built in memory: a
- * store commits a changelog per version and a manifest every few versions, and a maintenance
- * pass runs after every commit. Whenever the gate skips the listing, a pass over the real
- * listing would have deleted nothing; and it skips most passes.
+ * {@link ListingGate} (docs/decisions/105-object-store-puts-and-listings.md): it lists until a
+ * complete pass, after a failed write and after an incomplete pass, and otherwise asks the
+ * retention plan of what it knows (the last pass's files plus this store's uploads). The plan
+ * here is a stand-in that deletes every changelog below the newest manifest; the retention rule
+ * itself is the worker's, tested with the gate's runs in tests/test_retention.py.
  */
 class ListingGateTest {
-    /** Runs {@code commits} commits with a pass after each; returns how many passes listed. */
-    private static int run(int commits, int snapshotEvery, int retain, long minDelete, int maxDelete) {
-        ListingGate gate = new ListingGate(Listings.DIR, false);
-        CheckpointFiles.Listing files = new CheckpointFiles.Listing();
-        int listed = 0;
-        for (int v = 1; v <= commits; v++) {
-            files.add(StateFileName.parse(Listings.status(v + ".changelog", 1000L * v)));
-            gate.uploaded(Listings.status(v + ".changelog", 1000L * v));
-            if (v % snapshotEvery == 0) {
-                files.add(StateFileName.parse(Listings.status(v + ".manifest", 1000L * v + 500)));
-                gate.uploaded(Listings.status(v + ".manifest", 1000L * v + 500));
-            }
-            Retention r = Retention.of(files, Listings.DIR, false, retain, minDelete, maxDelete);
-            if (!gate.mustList(retain, minDelete, 0)) {
-                assertTrue(r.deletable.isEmpty(), "skipped a pass that deletes " + Listings.versions(r.deletable)
-                        + " after version " + v);
-                continue;
-            }
-            listed++;
-            files = Listings.without(files, r.deletable);
-            gate.listed(Listings.without(files, List.of()), r.complete, 0); // a copy, as a listing is
-        }
-        return listed;
-    }
+    /** Plans the gate's known listing as a stand-in rule; records what it was asked. */
+    private static final class Planner implements Function<CheckpointFiles.Listing, Retention> {
+        final List<Set<String>> asked = new ArrayList<>();
+        boolean complete = true;
 
-    @Test
-    void skipsOnlyPassesThatDeleteNothing() {
-        for (int snapshotEvery : new int[] {1, 3, 10, 1000}) {
-            for (int retain : new int[] {1, 2, 10, 100}) {
-                for (long minDelete : new long[] {0, 1, 5, 30}) {
-                    for (int maxDelete : new int[] {-1, 3}) {
-                        run(400, snapshotEvery, retain, minDelete, maxDelete);
-                    }
+        @Override
+        public Retention apply(CheckpointFiles.Listing l) {
+            asked.add(Listings.names(l.files));
+            long newestManifest = 0;
+            for (FileStatus f : l.files) {
+                String n = f.getPath().getName();
+                if (n.endsWith(".manifest")) {
+                    newestManifest = Math.max(newestManifest, Long.parseLong(n.substring(0, n.indexOf('.'))));
                 }
             }
+            List<FileStatus> deletable = new ArrayList<>();
+            for (FileStatus f : l.files) {
+                String n = f.getPath().getName();
+                if (n.endsWith(".changelog") && Long.parseLong(n.substring(0, n.indexOf('.'))) <= newestManifest) {
+                    deletable.add(f);
+                }
+            }
+            return new Retention(1, deletable, List.of(), Long.MIN_VALUE, complete);
         }
-    }
-
-    @Test
-    void listsOncePerRunWhileNothingCanBeStale() {
-        // Spark's defaults (minBatchesToRetain 100), 12 batches: the first pass only
-        assertEquals(1, run(12, 2, 100, 0, -1));
-        // changelogs only: every version replays from the start, nothing is ever stale
-        assertEquals(1, run(300, 1000, 10, 0, -1));
-        // steady state with minVersionsToDelete 30: one listing per 30 versions or so
-        int listed = run(400, 10, 10, 30, -1);
-        assertTrue(listed <= 400 / 30 + 3, "listed " + listed + " times in 400 commits");
     }
 
     @Test
     void aFailedWriteOrAnIncompletePassMakesTheNextPassList() {
-        ListingGate gate = new ListingGate(Listings.DIR, false);
-        assertTrue(gate.mustList(100, 0, 0), "the first pass after a load lists");
-        gate.listed(Listings.v1(5, 2), true, 0);
-        assertFalse(gate.mustList(100, 0, 0));
-        assertTrue(gate.mustList(100, 0, 1), "a write failed since: it may have left a temp file");
-        gate.listed(Listings.v1(5, 2), false, 1);
-        assertTrue(gate.mustList(100, 0, 1), "the last pass left stale versions");
-        gate.listed(Listings.v1(5, 2), true, 1);
-        assertFalse(gate.mustList(100, 0, 1));
-        // with 2 versions retained, versions 1 and 2 (its changelog) are stale below manifest 2
-        assertTrue(gate.mustList(2, 0, 1));
-        List<StateFileName> stale = Retention.of(Listings.v1(5, 2), Listings.DIR, false, 2, 0, -1).deletable;
-        assertEquals(Set.of(1L, 2L), Listings.versions(stale));
-        gate.listed(Listings.without(Listings.v1(5, 2), stale), true, 1);
-        assertFalse(gate.mustList(2, 0, 1));
-        gate.uploaded(Listings.status("6.changelog", 6000));
-        assertFalse(gate.mustList(2, 0, 1), "manifest 2 is still the base of version 5's plan");
-        gate.uploaded(Listings.status("6.manifest", 6500));
-        gate.uploaded(Listings.status("7.changelog", 7000));
-        assertTrue(gate.mustList(2, 0, 1), "manifest 6 is now the base: 2 to 5 are stale");
+        ListingGate gate = new ListingGate();
+        Planner plan = new Planner();
+        assertTrue(gate.mustList(plan, 0), "the first pass after a load lists");
+        assertTrue(plan.asked.isEmpty(), "nothing known to plan yet");
+        gate.listed(Listings.of(Listings.status("1.changelog", 1000)), true, 0);
+        assertFalse(gate.mustList(plan, 0));
+        assertTrue(gate.mustList(plan, 1), "a write failed since: it may have left a temp file");
+        gate.listed(Listings.of(Listings.status("1.changelog", 1000)), false, 1);
+        assertTrue(gate.mustList(plan, 1), "the last pass left stale versions");
+        gate.listed(Listings.of(Listings.status("1.changelog", 1000)), true, 1);
+        assertFalse(gate.mustList(plan, 1));
+        plan.complete = false;
+        assertTrue(gate.mustList(plan, 1), "the plan would leave stale versions");
+    }
+
+    @Test
+    void itPlansWhatThePassLeftPlusTheStoresUploads() {
+        ListingGate gate = new ListingGate();
+        Planner plan = new Planner();
+        gate.uploaded(Listings.status("1.changelog", 1000)); // before a complete pass: not kept
+        gate.listed(Listings.of(Listings.status("1.changelog", 1000), Listings.status("2.changelog", 2000)), true, 0);
+        gate.uploaded(Listings.status("3.changelog", 3000));
+        assertFalse(gate.mustList(plan, 0));
+        assertEquals(Set.of("1.changelog", "2.changelog", "3.changelog"), plan.asked.get(0));
+        gate.uploaded(Listings.status("3.changelog", 3100)); // a re-run's upload replaces its own
+        gate.uploaded(Listings.status("3.manifest", 3500));
+        assertTrue(gate.mustList(plan, 0), "manifest 3 makes changelogs 1-3 stale");
+        assertEquals(new TreeSet<>(Set.of("1.changelog", "2.changelog", "3.changelog", "3.manifest")),
+                plan.asked.get(1));
+        gate.listed(Listings.of(Listings.status("3.manifest", 3500)), true, 0);
+        assertFalse(gate.mustList(plan, 0));
     }
 }

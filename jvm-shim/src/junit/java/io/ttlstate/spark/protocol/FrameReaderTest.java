@@ -106,8 +106,9 @@ class FrameReaderTest {
     void opNamesCoverTheCodesAndRefuseOthers() {
         assertEquals("HELLO", Op.name(Op.HELLO));
         assertEquals("READ_CHANGELOG", Op.name(Op.READ_CHANGELOG));
+        assertEquals("PLAN", Op.name(Op.PLAN));
         assertNull(Op.name(0));
-        assertNull(Op.name(Op.READ_CHANGELOG + 1));
+        assertNull(Op.name(Op.PLAN + 1));
         assertNull(Op.name(-1));
     }
 }

@@ -3,6 +3,7 @@ package io.ttlstate.spark.protocol;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
@@ -130,6 +131,20 @@ class FrameVectorsTest {
             case "MANIFEST_FILES":
                 assertEquals(0, h);
                 return Requests.manifestFiles(f.get("path").asText(), f.get("version").asLong());
+            case "PLAN": {
+                assertEquals(0, h);
+                List<String> names = new ArrayList<>();
+                JsonNode files = f.get("files");
+                long[] mtimes = new long[files.size()];
+                for (int i = 0; i < files.size(); i++) {
+                    names.add(files.get(i).get(0).asText());
+                    mtimes[i] = files.get(i).get(1).asLong();
+                }
+                String id = f.get("id").asText();
+                return Requests.plan(f.get("purpose").asInt(), f.get("v2").asBoolean(), f.get("version").asLong(),
+                        id.isEmpty() ? null : id, f.get("from").asLong(), f.get("minVersionsToRetain").asInt(),
+                        f.get("minVersionsToDelete").asLong(), f.get("maxVersionsToDelete").asInt(), names, mtimes);
+            }
             case "READ_CHANGELOG":
                 assertEquals(0, h);
                 return Requests.readChangelog(f.get("path").asText(), f.get("version").asLong(),

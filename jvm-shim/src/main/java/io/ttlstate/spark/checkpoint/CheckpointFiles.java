@@ -11,7 +11,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 
 import io.ttlstate.spark.compat.CheckpointFileOps;
@@ -87,85 +86,36 @@ final class CheckpointFiles {
 
     // ---- listing ------------------------------------------------------------------------
 
-    /** The state files of the directory, indexed for planning, and leftover temp files. */
+    /**
+     * The directory's files: every plain file but temp and hidden ones, which a worker's PLAN
+     * reads as state files or ignores (the JVM parses no name: {@link CheckpointPlans}), and
+     * leftover temp files.
+     */
     static final class Listing {
-        final List<StateFileName> files = new ArrayList<>();
+        final List<FileStatus> files = new ArrayList<>();
         final List<FileStatus> temps = new ArrayList<>();
-        private final TreeMap<Long, StateFileName> v1Manifests = new TreeMap<>();
-        private final Map<Long, StateFileName> v1Changelogs = new HashMap<>();
-        private final Map<String, StateFileName> v2Manifests = new HashMap<>();
-        private final Map<String, StateFileName> v2Changelogs = new HashMap<>();
 
-        void add(StateFileName f) {
-            files.add(f);
-            boolean manifest = f.isManifest();
-            if (f.id == null) {
-                (manifest ? v1Manifests : v1Changelogs).put(f.version, f);
-            } else {
-                (manifest ? v2Manifests : v2Changelogs).put(f.version + "_" + f.id, f);
-            }
+        /** {@code st} replaces any listed file of its name (a re-run's upload replaces its own). */
+        void put(FileStatus st) {
+            String name = st.getPath().getName();
+            files.removeIf(f -> f.getPath().getName().equals(name));
+            files.add(st);
         }
 
-        /** The versions that have a manifest (either format), ascending. */
-        java.util.SortedSet<Long> manifestVersions() {
-            java.util.SortedSet<Long> out = new java.util.TreeSet<>(v1Manifests.keySet());
-            v2Manifests.values().forEach(f -> out.add(f.version));
-            return out;
-        }
-
-        /** Whether {@code version} has a changelog (either format). */
-        boolean hasChangelog(long version) {
-            return v1Changelogs.containsKey(version)
-                    || v2Changelogs.values().stream().anyMatch(f -> f.version == version);
-        }
-
-        /** The newest v1 manifest at or below {@code version}, or null. */
-        StateFileName floorManifest(long version) {
-            Map.Entry<Long, StateFileName> e = v1Manifests.floorEntry(version);
-            return e == null ? null : e.getValue();
-        }
-
-        /** A state file of {@code version}: v1 if {@code id} is null, else the v2 one of that id. */
-        StateFileName get(StateFileName.Kind kind, long version, String id) {
-            boolean manifest = kind == StateFileName.Kind.MANIFEST;
-            if (id == null) {
-                return (manifest ? v1Manifests : v1Changelogs).get(version);
-            }
-            return (manifest ? v2Manifests : v2Changelogs).get(version + "_" + id);
-        }
-
-        /**
-         * The most recently modified v2 file of {@code version} (on equal times the greatest
-         * name, whatever the listing's order), or null; {@code ttlstate.layout.newest_v2} in Python.
-         */
-        StateFileName newestV2(long version) {
-            StateFileName best = null;
-            for (StateFileName f : files) {
-                if (f.id != null && f.version == version && (best == null || f.newerThan(best))) {
-                    best = f;
-                }
-            }
-            return best;
-        }
-
-        /** The highest version any state file has, 0 if none. */
-        long latest() {
-            long max = 0;
-            for (StateFileName f : files) {
-                max = Math.max(max, f.version);
-            }
-            return max;
+        Listing without(Set<Path> deleted) {
+            Listing l = new Listing();
+            files.stream().filter(f -> !deleted.contains(f.getPath())).forEach(l.files::add);
+            return l;
         }
     }
 
     Listing list() throws IOException {
         Listing l = new Listing();
         for (FileStatus st : listDir(dir)) {
-            StateFileName f = st.isFile() ? StateFileName.parse(st) : null;
-            if (f != null) {
-                l.add(f);
-            } else if (isTemp(st)) {
+            if (isTemp(st)) {
                 l.temps.add(st);
+            } else if (st.isFile() && !st.getPath().getName().startsWith(".")) {
+                l.files.add(st);
             }
         }
         return l;

@@ -6,8 +6,6 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Collectors;
 
 import io.ttlstate.spark.ErrorClasses;
@@ -47,8 +45,9 @@ final class CheckpointLoader {
     StoreCheckpoint.Loaded load(WorkerConnection conn, long storeHandle, long version, String id, long batchTimestampMs,
                                 StoreMetrics metrics) throws IOException {
         long start = System.nanoTime();
-        Planned<LoadPlan> p = planned(l -> LoadPlan.of(l, files.dir(), version, id, store.v2 || id != null));
-        store.earlierAttempts = laterV1Files(p.listing, version);
+        CheckpointPlans.Planned p = planned(metrics,
+                l -> CheckpointPlans.load(conn, l, files.dir(), version, id, store.v2 || id != null));
+        store.earlierAttempts = p.laterV1;
         return load(conn, storeHandle, p.plan, batchTimestampMs, metrics, start);
     }
 
@@ -61,24 +60,12 @@ final class CheckpointLoader {
     StoreCheckpoint.Loaded loadFromSnapshot(WorkerConnection conn, long storeHandle, long snapshotVersion, long version,
                                             String id, long batchTimestampMs, StoreMetrics metrics) throws IOException {
         long start = System.nanoTime();
-        Planned<LoadPlan> p = planned(l -> {
-            NoChangelogException.check(l, snapshotVersion + 1, version, "replay version " + version + " of "
-                    + files.store() + " from the snapshot of version " + snapshotVersion);
-            return LoadPlan.fromSnapshot(l, files.dir(), snapshotVersion, version, id, store.v2 || id != null);
-        });
-        store.earlierAttempts = laterV1Files(p.listing, version);
+        String what = "replay version " + version + " of " + files.store() + " from the snapshot of version "
+                + snapshotVersion;
+        CheckpointPlans.Planned p = planned(metrics, l -> CheckpointPlans.fromSnapshot(conn, l, files.dir(),
+                snapshotVersion, version, id, store.v2 || id != null, what));
+        store.earlierAttempts = p.laterV1;
         return load(conn, storeHandle, p.plan, batchTimestampMs, metrics, start);
-    }
-
-    /** A plan made from a listing of the store's directory, and that listing. */
-    private static final class Planned<T> {
-        final CheckpointFiles.Listing listing;
-        final T plan;
-
-        Planned(CheckpointFiles.Listing listing, T plan) {
-            this.listing = listing;
-            this.plan = plan;
-        }
     }
 
     /** Makes a plan from a listing; fails with {@link MissingCheckpointFileException} if a file it needs is not listed. */
@@ -88,17 +75,18 @@ final class CheckpointLoader {
     }
 
     /**
-     * {@code planner}'s plan from a listing of the store's directory. Outside the local file
-     * system a listing that lacks a file the plan needs is taken again after a pause, up to
-     * {@link #LISTING_LAG_PAUSES_MS} times: an object store's listing can lag a write that
-     * another host made (docs/decisions/105-object-store-puts-and-listings.md). A file still
-     * missing then fails the plan, naming it.
+     * {@code planner}'s plan (a worker's PLAN) from a listing of the store's directory. Outside
+     * the local file system a listing that lacks a file the plan needs is taken again after a
+     * pause, up to {@link #LISTING_LAG_PAUSES_MS} times: an object store's listing can lag a
+     * write that another host made (docs/decisions/105-object-store-puts-and-listings.md). A
+     * file still missing then fails the plan, naming it.
      */
-    private <T> Planned<T> planned(Planner<T> planner) throws IOException {
+    private <T> T planned(StoreMetrics metrics, Planner<T> planner) throws IOException {
         CheckpointFiles.Listing listing = files.list();
         for (int attempt = 0; ; attempt++) {
             try {
-                return new Planned<>(listing, planner.plan(listing));
+                metrics.roundTrip();
+                return planner.plan(listing);
             } catch (MissingCheckpointFileException e) {
                 if (attempt >= LISTING_LAG_PAUSES_MS.length || files.isLocal()) {
                     throw e;
@@ -115,17 +103,6 @@ final class CheckpointLoader {
                 listing = files.list();
             }
         }
-    }
-
-    /** The format v1 files of versions above {@code version} (an earlier run's attempts at them). */
-    private static Set<String> laterV1Files(CheckpointFiles.Listing listing, long version) {
-        Set<String> out = ConcurrentHashMap.newKeySet();
-        for (StateFileName f : listing.files) {
-            if (f.id == null && f.version > version) {
-                out.add(f.fileName());
-            }
-        }
-        return out;
     }
 
     private StoreCheckpoint.Loaded load(WorkerConnection conn, long storeHandle, LoadPlan plan, long batchTimestampMs,
@@ -185,21 +162,20 @@ final class CheckpointLoader {
      * A version that has a manifest and no changelog was written in snapshot mode:
      * {@link NoChangelogException}.
      */
-    List<StoreCheckpoint.LocalChangelog> changelogs(long from, long to, String id, StoreMetrics metrics)
-            throws IOException {
-        LoadPlan.Changelogs range = planned(l -> {
-            NoChangelogException.check(l, from, to, "read the change feed of " + files.store());
-            return LoadPlan.changelogs(l, files.dir(), from, to, id, store.v2 || id != null);
-        }).plan;
+    List<StoreCheckpoint.LocalChangelog> changelogs(WorkerConnection conn, long from, long to, String id,
+                                                    StoreMetrics metrics) throws IOException {
+        String what = "read the change feed of " + files.store();
+        LoadPlan range = planned(metrics,
+                l -> CheckpointPlans.changelogs(conn, l, files.dir(), from, to, id, store.v2 || id != null, what));
         LocalFileCache c = store.requireCache();
         List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
-        for (StateFileName f : range.files) {
+        for (LoadPlan.Changelog f : range.changelogs) {
             transfers.add(() -> store.fetch(c, f.status, metrics));
         }
         List<LocalFileCache.Entry> got = TransferPool.runAll(transfers);
         List<StoreCheckpoint.LocalChangelog> out = new ArrayList<>(got.size());
         for (int i = 0; i < got.size(); i++) {
-            out.add(new StoreCheckpoint.LocalChangelog(range.files.get(i).version, got.get(i).path));
+            out.add(new StoreCheckpoint.LocalChangelog(range.changelogs.get(i).version, got.get(i).path));
         }
         return out;
     }
@@ -211,11 +187,11 @@ final class CheckpointLoader {
         java.nio.file.Path manifest = null;
         List<CheckpointRequests.Sst> ssts = List.of();
         if (plan.manifest != null) {
-            LocalFileCache.Entry m = store.fetch(c, plan.manifest.status, metrics);
+            LocalFileCache.Entry m = store.fetch(c, plan.manifest, metrics);
             used.add(m);
-            remotes.put(m.path, plan.manifest.status.getPath());
+            remotes.put(m.path, plan.manifest.getPath());
             manifest = m.path;
-            ssts = store.ssts(conn, plan.manifest, m.path);
+            ssts = store.ssts(conn, plan.manifest, plan.manifestVersion(), m.path);
         }
         List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
         for (CheckpointRequests.Sst sst : ssts) {
@@ -228,7 +204,7 @@ final class CheckpointLoader {
                 }
             });
         }
-        for (StateFileName f : plan.changelogs) {
+        for (LoadPlan.Changelog f : plan.changelogs) {
             transfers.add(() -> store.fetch(c, f.status, metrics));
         }
         List<LocalFileCache.Entry> got = TransferPool.runAll(transfers);

@@ -47,7 +47,7 @@ final class CheckpointWriter {
         metrics.uploaded(st.getLen());
         store.requireCache().addStateFile(local, st);
         if (id == null) {
-            deleteEarlierAttempt(version, StateFileName.Kind.MANIFEST);
+            deleteEarlierAttempt(version, true);
         }
     }
 
@@ -58,20 +58,20 @@ final class CheckpointWriter {
      * an attempt was never committed: Spark re-runs only a batch it did not commit.
      */
     void deleteEarlierChangelog(long version) throws IOException {
-        deleteEarlierAttempt(version, StateFileName.Kind.CHANGELOG);
+        deleteEarlierAttempt(version, false);
     }
 
-    private void deleteEarlierAttempt(long version, StateFileName.Kind kind) throws IOException {
-        String name = StateFileName.name(version, kind, null, null);
-        if (!store.earlierAttempts.remove(name)) {
+    private void deleteEarlierAttempt(long version, boolean manifest) throws IOException {
+        FileStatus earlier = store.earlierAttempts.remove(CheckpointPlans.attemptKey(version, manifest));
+        if (earlier == null) {
             return; // the load's listing had no such file (on an object store a delete probes: a HEAD and a LIST)
         }
-        Path stale = files.stateFilePath(name);
+        Path stale = earlier.getPath();
         try {
             files.delete(stale);
         } catch (IOException e) {
             throw new CheckpointWriteException(stale, version, files.store(), "cannot delete the "
-                    + kind.name().toLowerCase(java.util.Locale.ROOT) + " of an earlier attempt at this version: " + e, e);
+                    + (manifest ? "manifest" : "changelog") + " of an earlier attempt at this version: " + e, e);
         }
     }
 

@@ -17,13 +17,4 @@ public final class NoChangelogException extends UnsupportedOperationException {
                 + "=changelog (the default) to read its change feed or replay it from an earlier snapshot;"
                 + " batchId reads (and snapshotStartBatchId equal to batchId) work in either mode.");
     }
-
-    /** Throws if a version from {@code from} to {@code to} has a manifest and no changelog. */
-    static void check(CheckpointFiles.Listing listing, long from, long to, String what) {
-        for (long v = Math.max(from, 1); v <= to; v++) {
-            if (!listing.hasChangelog(v) && listing.manifestVersions().contains(v)) {
-                throw new NoChangelogException(what, v);
-            }
-        }
-    }
 }

@@ -105,7 +105,7 @@ public final class StoreCheckpoint {
 
         /** Bytes of the changelogs the load replayed after its manifest. */
         public long changelogBytes() {
-            return plan.changelogs.stream().mapToLong(f -> f.status == null ? 0 : f.status.getLen()).sum();
+            return plan.changelogs.stream().mapToLong(f -> f.status.getLen()).sum();
         }
     }
 
@@ -139,8 +139,9 @@ public final class StoreCheckpoint {
      * The changelogs of versions {@code from} to {@code (to, id)}, local, oldest first (Spark's
      * change feed; {@link CheckpointLoader#changelogs}).
      */
-    public List<LocalChangelog> changelogs(long from, long to, String id, StoreMetrics metrics) throws IOException {
-        return loader.changelogs(from, to, id, metrics);
+    public List<LocalChangelog> changelogs(WorkerConnection conn, long from, long to, String id, StoreMetrics metrics)
+            throws IOException {
+        return loader.changelogs(conn, from, to, id, metrics);
     }
 
     /** READ_CHANGELOG: records {@code fromRecord} on of the local changelog {@code c}. */
@@ -182,34 +183,37 @@ public final class StoreCheckpoint {
     // ---- retention ----------------------------------------------------------------------
 
     /**
-     * Deletes what recovering the last {@code minVersionsToRetain} versions does not need
-     * ({@link Retention}, within Spark's {@code minVersionsToDelete} and
-     * {@code maxVersionsToDelete} per pass), then prunes the local cache. SSTs are only deleted
-     * when the SSTs of every retained manifest are known: read before, or read now through a
-     * worker connection ({@code conn}, null if there is none); returns the files deleted.
+     * Deletes what recovering the last {@code minVersionsToRetain} versions does not need (a
+     * worker's retention plan, {@link Retention}, within Spark's {@code minVersionsToDelete} and
+     * {@code maxVersionsToDelete} per pass), then prunes the local cache. Without a worker
+     * connection ({@code conn} null) nothing is planned and nothing deleted. SSTs are only
+     * deleted when the SSTs of every retained manifest are known (read before or now); returns
+     * the files deleted.
      */
     public int cleanup(int minVersionsToRetain, long minVersionsToDelete, int maxVersionsToDelete,
                        WorkerConnection conn) throws IOException {
         long failedWrites = files.failedWrites();
         LocalFileCache c = store.cache;
-        if (!store.listingGate.mustList(minVersionsToRetain, minVersionsToDelete, failedWrites)) {
+        if (conn == null || !store.listingGate.mustList(l -> CheckpointPlans.retention(conn, l, store.v2,
+                minVersionsToRetain, minVersionsToDelete, -1), failedWrites)) {
             // no listing (on an object store billed requests): nothing can be stale yet
-            // (docs/decisions/105-object-store-puts-and-listings.md)
+            // (docs/decisions/105-object-store-puts-and-listings.md), or no worker to plan
             if (c != null) {
                 c.markUsed();
                 c.sweepUnused(cacheMaxAgeMillis);
+            }
+            if (conn == null) {
+                LOG.debug("Cleanup of {} deletes nothing: no worker to plan it", files.store());
             }
             return 0;
         }
         long listedAt = System.currentTimeMillis();
         CheckpointFiles.Listing listing = files.list();
         CheckpointFiles.SstListing sstListing = files.listSsts();
-        Retention r = Retention.of(listing, files.dir(), store.v2, minVersionsToRetain, minVersionsToDelete,
+        Retention r = CheckpointPlans.retention(conn, listing, store.v2, minVersionsToRetain, minVersionsToDelete,
                 maxVersionsToDelete);
-        List<StateFileName> retainedManifests = r.retainedManifests();
-        Set<String> referenced = referencedSsts(conn, retainedManifests);
-        List<FileStatus> delete = new ArrayList<>();
-        r.deletable.forEach(f -> delete.add(f.status));
+        Set<String> referenced = referencedSsts(conn, r.retainedManifests);
+        List<FileStatus> delete = new ArrayList<>(r.deletable);
         delete.addAll(r.deletableTemps(listing.temps));
         delete.addAll(r.deletableTemps(sstListing.temps));
         if (referenced != null) {
@@ -220,12 +224,13 @@ public final class StoreCheckpoint {
             files.delete(st.getPath());
             deleted.add(st.getPath());
         }
-        Set<String> retainedKeys = r.retained.stream().map(f -> LocalFileCache.key(f.status)).collect(Collectors.toSet());
+        Set<String> retainedKeys = r.retainedManifests.stream().map(m -> LocalFileCache.key(m.status))
+                .collect(Collectors.toSet());
         store.manifestSsts.keySet().retainAll(retainedKeys);
+        CheckpointFiles.Listing remaining = listing.without(deleted);
         int pruned = 0;
         if (c != null) {
-            Set<String> liveKeys = listing.files.stream().filter(f -> !deleted.contains(f.status.getPath()))
-                    .map(f -> LocalFileCache.key(f.status)).collect(Collectors.toSet());
+            Set<String> liveKeys = remaining.files.stream().map(LocalFileCache::key).collect(Collectors.toSet());
             Set<String> liveSsts = sstListing.ssts.values().stream().filter(st -> !deleted.contains(st.getPath()))
                     .map(st -> st.getPath().getName()).collect(Collectors.toSet());
             pruned = c.prune(liveKeys, liveSsts, listedAt);
@@ -234,11 +239,10 @@ public final class StoreCheckpoint {
         }
         // complete: every stale file found was deleted (an SST whose manifest could not be read
         // is not known to be stale, so that pass is not)
-        CheckpointFiles.Listing remaining = new CheckpointFiles.Listing();
-        listing.files.stream().filter(f -> !deleted.contains(f.status.getPath())).forEach(remaining::add);
-        store.listingGate.listed(remaining, r.complete && (referenced != null || retainedManifests.isEmpty()), failedWrites);
+        store.listingGate.listed(remaining, r.complete && (referenced != null || r.retainedManifests.isEmpty()),
+                failedWrites);
         if (!deleted.isEmpty() || pruned > 0) {
-            String ssts = referenced != null ? "" : conn == null ? " (no SSTs: no worker)" : " (no SSTs)";
+            String ssts = referenced != null ? "" : " (no SSTs)";
             LOG.info("Cleanup of {} (keeping versions from {}): deleted {} checkpoint files{}, {} local cache entries",
                     files.store(), r.keepFrom, deleted.size(), ssts, pruned);
         }
@@ -246,36 +250,30 @@ public final class StoreCheckpoint {
     }
 
     /**
-     * The SSTs the retained manifests reference, or null if one of them cannot be read: it
-     * failed (logged), or it was never read here and there is no worker ({@code conn} null) to
-     * read it. Without a worker those read before still count (a stopped session's store whose
-     * service is gone, maintained by a later session: docs/decisions/087-stopped-session-cleanup.md).
+     * The SSTs the retained manifests reference, or null if one of them cannot be read (logged).
      */
-    private Set<String> referencedSsts(WorkerConnection conn, List<StateFileName> manifests) {
+    private Set<String> referencedSsts(WorkerConnection conn, List<Retention.Manifest> manifests) {
         LocalFileCache c = store.cache;
         if (c == null) {
             return null;
         }
         Set<String> out = new HashSet<>();
-        for (StateFileName m : manifests) {
+        for (Retention.Manifest m : manifests) {
             List<CheckpointRequests.Sst> known = store.manifestSsts.get(LocalFileCache.key(m.status));
             if (known != null) {
                 known.forEach(s -> out.add(s.name));
                 continue;
             }
-            if (conn == null) {
-                return null;
-            }
             LocalFileCache.Entry local = null;
             try {
                 local = c.stateFile(m.status, l -> files.download(m.status.getPath(), m.status.getLen(), l));
-                store.ssts(conn, m, local.path).forEach(s -> out.add(s.name));
+                store.ssts(conn, m.status, m.version, local.path).forEach(s -> out.add(s.name));
             } catch (IOException | RuntimeException e) {
                 if (local != null && e instanceof WorkerException
                         && ErrorClasses.CORRUPT_FILE.equals(((WorkerException) e).errorClass())) {
                     c.evict(local.path);
                 }
-                LOG.warn("Cleanup of {} deletes no SST: cannot read manifest {}", files.store(), m, e);
+                LOG.warn("Cleanup of {} deletes no SST: cannot read manifest {}", files.store(), m.status.getPath(), e);
                 return null;
             }
         }

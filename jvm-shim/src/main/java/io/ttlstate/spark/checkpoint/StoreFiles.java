@@ -28,17 +28,17 @@ final class StoreFiles {
     volatile LocalFileCache cache;
     /**
      * The format v1 manifests and changelogs of versions above the loaded one that the load's
-     * listing found: an earlier attempt's, which a commit of their version deletes
-     * (docs/decisions/105-object-store-puts-and-listings.md).
+     * plan found, by {@link CheckpointPlans#attemptKey}: an earlier attempt's, which a commit of
+     * their version deletes (docs/decisions/105-object-store-puts-and-listings.md).
      */
-    volatile Set<String> earlierAttempts = ConcurrentHashMap.newKeySet();
+    volatile Map<String, FileStatus> earlierAttempts = new ConcurrentHashMap<>();
     /** Guarded by the {@code RemoteStore}'s monitor. */
     Set<String> uploadedSsts = Set.of();
 
     StoreFiles(CheckpointFiles files, boolean v2) {
         this.files = files;
         this.v2 = v2;
-        this.listingGate = new ListingGate(files.dir(), v2);
+        this.listingGate = new ListingGate();
     }
 
     LocalFileCache requireCache() {
@@ -59,12 +59,16 @@ final class StoreFiles {
         return e;
     }
 
-    /** The SSTs {@code manifest} references (MANIFEST_FILES on its local copy, asked once per file). */
-    List<CheckpointRequests.Sst> ssts(WorkerConnection conn, StateFileName manifest, java.nio.file.Path local) {
-        String key = LocalFileCache.key(manifest.status);
+    /**
+     * The SSTs {@code manifest}, of version {@code version}, references (MANIFEST_FILES on its
+     * local copy, asked once per file).
+     */
+    List<CheckpointRequests.Sst> ssts(WorkerConnection conn, FileStatus manifest, long version,
+                                      java.nio.file.Path local) {
+        String key = LocalFileCache.key(manifest);
         List<CheckpointRequests.Sst> ssts = manifestSsts.get(key);
         if (ssts == null) {
-            ssts = CheckpointRequests.manifestFiles(conn, local, manifest.version);
+            ssts = CheckpointRequests.manifestFiles(conn, local, version);
             manifestSsts.put(key, ssts);
         }
         return ssts;

@@ -27,6 +27,17 @@ public final class Op {
     public static final int MAINTAIN = 0x11;
     public static final int MANIFEST_FILES = 0x12;
     public static final int READ_CHANGELOG = 0x13;
+    public static final int PLAN = 0x14;
+
+    /** PLAN purposes: a load, a replay from a chosen snapshot, a change feed's changelogs, retention. */
+    public static final int PLAN_LOAD = 1;
+    public static final int PLAN_FROM_SNAPSHOT = 2;
+    public static final int PLAN_CHANGELOGS = 3;
+    public static final int PLAN_RETENTION = 4;
+    /** PLAN outcomes: planned, a file the plan needs is missing, a version has no changelog. */
+    public static final int PLAN_PLANNED = 0;
+    public static final int PLAN_MISSING = 1;
+    public static final int PLAN_NO_CHANGELOG = 2;
 
     public static final int STATUS_OK = 0;
     public static final int STATUS_ERROR = 1;
@@ -63,7 +74,7 @@ public final class Op {
     private static final String[] NAMES = {
         null, "HELLO", "OPEN", "LOAD", "BEGIN", "WRITE_BATCH", "GET", "MULTI_GET", "ITER_OPEN",
         "ITER_NEXT", "ITER_CLOSE", "STATS", "COMMIT", "ABORT", "SNAPSHOT", "CLOSE", "PING", "MAINTAIN",
-        "MANIFEST_FILES", "READ_CHANGELOG"
+        "MANIFEST_FILES", "READ_CHANGELOG", "PLAN"
     };
 
     /** The name of an op code, or null if the code is unknown. */

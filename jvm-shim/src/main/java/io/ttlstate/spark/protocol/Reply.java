@@ -333,6 +333,152 @@ public final class Reply {
         return new ChangelogRecords(keys, values, next);
     }
 
+    /**
+     * PLAN of a load, a replay from a snapshot or a change feed's changelogs: which listed files
+     * (by their index in the request) rebuild the version, or why none can.
+     */
+    public static final class Plan {
+        /** {@link Op#PLAN_PLANNED}, {@link Op#PLAN_MISSING} or {@link Op#PLAN_NO_CHANGELOG}. */
+        public final int outcome;
+        /** The version's checkpoint id (format v2), else null. */
+        public final String id;
+        /** The manifest's version, 0 without one. */
+        public final long manifestVersion;
+        /** The manifest's index, -1: none (the empty version 0). */
+        public final int manifest;
+        /** The changelogs' indices and versions, oldest first. */
+        public final int[] changelogs;
+        public final long[] changelogVersions;
+        /** Format v1 files of versions above the planned one: indices, versions, whether a manifest. */
+        public final int[] later;
+        public final long[] laterVersions;
+        public final boolean[] laterManifests;
+        /** {@link Op#PLAN_MISSING}: the missing file's name (a pattern) and the message, {@code {path}} in it. */
+        public final String missingPattern;
+        public final String missingMessage;
+        /** {@link Op#PLAN_NO_CHANGELOG}: the version that has a snapshot and no changelog. */
+        public final long noChangelogVersion;
+
+        private Plan(int outcome, String id, long manifestVersion, int manifest, int[] changelogs,
+                     long[] changelogVersions, int[] later, long[] laterVersions, boolean[] laterManifests,
+                     String missingPattern, String missingMessage, long noChangelogVersion) {
+            this.outcome = outcome;
+            this.id = id;
+            this.manifestVersion = manifestVersion;
+            this.manifest = manifest;
+            this.changelogs = changelogs;
+            this.changelogVersions = changelogVersions;
+            this.later = later;
+            this.laterVersions = laterVersions;
+            this.laterManifests = laterManifests;
+            this.missingPattern = missingPattern;
+            this.missingMessage = missingMessage;
+            this.noChangelogVersion = noChangelogVersion;
+        }
+    }
+
+    /** PLAN of retention: what a cleanup pass deletes, by index in the request's listing. */
+    public static final class Retention {
+        public final long keepFrom;
+        /** False when the pass leaves stale versions for a later one, or could not plan. */
+        public final boolean complete;
+        /** The oldest retained file's modification time ({@code Long.MIN_VALUE}: none); nothing younger goes. */
+        public final long oldestRetainedMs;
+        public final int[] deletable;
+        /** The retained manifests' indices and versions (their SSTs stay). */
+        public final int[] retainedManifests;
+        public final long[] retainedManifestVersions;
+
+        private Retention(long keepFrom, boolean complete, long oldestRetainedMs, int[] deletable,
+                          int[] retainedManifests, long[] retainedManifestVersions) {
+            this.keepFrom = keepFrom;
+            this.complete = complete;
+            this.oldestRetainedMs = oldestRetainedMs;
+            this.deletable = deletable;
+            this.retainedManifests = retainedManifests;
+            this.retainedManifestVersions = retainedManifestVersions;
+        }
+    }
+
+    /**
+     * PLAN (purposes load, from snapshot, changelogs): {@code u8 outcome}, then for PLANNED
+     * {@code str id, i64 manifestVersion, i32 manifest, u32 n, (i32 index, i64 version) * n,
+     * u32 m, (i32 index, i64 version, bool manifest) * m}, for MISSING {@code str pattern,
+     * str message}, for NO_CHANGELOG {@code i64 version}.
+     */
+    public static Plan plan(FrameReader r) throws ProtocolException {
+        int outcome = r.u8();
+        Plan p;
+        if (outcome == Op.PLAN_PLANNED) {
+            String id = r.str();
+            long manifestVersion = r.i64();
+            int manifest = r.i32();
+            int n = r.count(12);
+            int[] changelogs = new int[n];
+            long[] versions = new long[n];
+            for (int i = 0; i < n; i++) {
+                changelogs[i] = r.i32();
+                versions[i] = r.i64();
+            }
+            int m = r.count(13);
+            int[] later = new int[m];
+            long[] laterVersions = new long[m];
+            boolean[] laterManifests = new boolean[m];
+            for (int i = 0; i < m; i++) {
+                later[i] = r.i32();
+                laterVersions[i] = r.i64();
+                laterManifests[i] = r.bool();
+            }
+            p = new Plan(outcome, id.isEmpty() ? null : id, manifestVersion, manifest, changelogs, versions, later,
+                    laterVersions, laterManifests, null, null, -1);
+        } else if (outcome == Op.PLAN_MISSING) {
+            String pattern = r.str();
+            String message = r.str();
+            p = new Plan(outcome, null, 0, -1, new int[0], new long[0], new int[0], new long[0], new boolean[0],
+                    pattern, message, -1);
+        } else if (outcome == Op.PLAN_NO_CHANGELOG) {
+            p = new Plan(outcome, null, 0, -1, new int[0], new long[0], new int[0], new long[0], new boolean[0],
+                    null, null, r.i64());
+        } else {
+            throw new ProtocolException("unknown PLAN outcome " + outcome);
+        }
+        r.end();
+        return p;
+    }
+
+    /**
+     * PLAN (purpose retention): {@code u8 outcome (0), i64 keepFrom, bool complete,
+     * i64 oldestRetainedMs, u32 n, i32 deletable * n, u32 m, (i32 manifest, i64 version) * m}.
+     */
+    public static Retention retention(FrameReader r) throws ProtocolException {
+        int outcome = r.u8();
+        if (outcome != Op.PLAN_PLANNED) {
+            throw new ProtocolException("unknown retention PLAN outcome " + outcome);
+        }
+        long keepFrom = r.i64();
+        boolean complete = r.bool();
+        long oldest = r.i64();
+        int[] deletable = indices(r);
+        int m = r.count(12);
+        int[] retained = new int[m];
+        long[] versions = new long[m];
+        for (int i = 0; i < m; i++) {
+            retained[i] = r.i32();
+            versions[i] = r.i64();
+        }
+        r.end();
+        return new Retention(keepFrom, complete, oldest, deletable, retained, versions);
+    }
+
+    private static int[] indices(FrameReader r) throws ProtocolException {
+        int n = r.count(4);
+        int[] out = new int[n];
+        for (int i = 0; i < n; i++) {
+            out[i] = r.i32();
+        }
+        return out;
+    }
+
     /** The empty reply of ITER_CLOSE, ABORT, CLOSE, PING and MAINTAIN. */
     public static void empty(FrameReader r) throws ProtocolException {
         r.end();

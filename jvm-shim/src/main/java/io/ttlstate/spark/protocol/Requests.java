@@ -1,5 +1,6 @@
 package io.ttlstate.spark.protocol;
 
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -123,5 +124,21 @@ public final class Requests {
     public static FrameWriter readChangelog(String changelogPath, long version, long fromRecord, long maxRecords) {
         return FrameWriter.request(Op.READ_CHANGELOG, 0).str(changelogPath).i64(version).i64(fromRecord)
                 .u32(maxRecords);
+    }
+
+    /**
+     * PLAN: {@code purpose} over {@code names} and {@code modifiedMs}, the files of a store's
+     * checkpoint directory ({@code id} null: none; the limits are retention's).
+     */
+    public static FrameWriter plan(int purpose, boolean v2, long version, String id, long from,
+                                   int minVersionsToRetain, long minVersionsToDelete, int maxVersionsToDelete,
+                                   List<String> names, long[] modifiedMs) {
+        FrameWriter w = FrameWriter.request(Op.PLAN, 0).u8(purpose).bool(v2).i64(version).str(id == null ? "" : id)
+                .i64(from).i32(minVersionsToRetain).i64(minVersionsToDelete).i32(maxVersionsToDelete)
+                .u32(names.size());
+        for (int i = 0; i < names.size(); i++) {
+            w.str(names.get(i)).i64(modifiedMs[i]);
+        }
+        return w;
     }
 }

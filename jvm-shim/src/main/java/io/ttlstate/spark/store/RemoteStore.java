@@ -178,7 +178,7 @@ public final class RemoteStore {
         synchronized (this) {
             StoreMetrics metrics = new StoreMetrics();
             ensureOpen(metrics);
-            changelogs = loads.changelogs(from, to, toId, metrics);
+            changelogs = loads.changelogs(conn, from, to, toId, metrics);
         }
         return new ChangeDataReader(this, changelogs, new KeyCodec(keySchema, numPrefixCols), valueSchema.length(),
                 settings.iteratorChunkEntries);

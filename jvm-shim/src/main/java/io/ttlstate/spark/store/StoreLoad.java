@@ -35,7 +35,7 @@ import org.slf4j.LoggerFactory;
  */
 final class StoreLoad {
     private static final Logger LOG = LoggerFactory.getLogger(RemoteStore.class); // logs as its store
-    private static final long RECONNECT_MILLIS = 15_000;
+    static final long RECONNECT_MILLIS = 15_000;
     static final String SKIP_NULLS_KEY = "spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled";
 
     private final RemoteStore store;
@@ -153,9 +153,10 @@ final class StoreLoad {
     }
 
     /** The changelogs of versions {@code from} to {@code (to, toId)}, copied into the local cache (Spark's change feed). */
-    List<StoreCheckpoint.LocalChangelog> changelogs(long from, long to, String toId, StoreMetrics metrics) {
+    List<StoreCheckpoint.LocalChangelog> changelogs(WorkerConnection conn, long from, long to, String toId,
+                                                    StoreMetrics metrics) {
         try {
-            return checkpoint.changelogs(from, to, toId, metrics);
+            return checkpoint.changelogs(conn, from, to, toId, metrics);
         } catch (MissingCheckpointFileException e) {
             throw SparkErrors.sneaky(QueryExecutionErrors.failedToReadStreamingStateFileError(e.path(), e));
         } catch (IOException e) {

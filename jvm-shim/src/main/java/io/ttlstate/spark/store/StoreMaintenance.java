@@ -12,6 +12,7 @@ import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.Reply;
 import io.ttlstate.spark.protocol.Requests;
+import io.ttlstate.spark.service.PythonService;
 import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
 import org.apache.hadoop.conf.Configuration;
@@ -186,10 +187,29 @@ final class StoreMaintenance {
     }
 
     /**
+     * A connection to a worker of this JVM's running service, for a store whose own connection
+     * is gone (a stopped session's store, maintained under a later session): a cleanup's plans
+     * are a worker's and need no store; null if no service runs.
+     */
+    private WorkerConnection plannerConnection() {
+        PythonService service = PythonService.currentOrNull();
+        if (service == null || !service.isUsable()) {
+            return null;
+        }
+        try {
+            return WorkerConnection.open(service, StoreLoad.workerFor(stateStoreId, service.workers()),
+                    StoreLoad.RECONNECT_MILLIS);
+        } catch (RuntimeException e) {
+            LOG.debug("No worker to plan the cleanup of {}", stateStoreId, e);
+            return null;
+        }
+    }
+
+    /**
      * MAINTAINs the loaded store on its worker (expired-entry compaction), then deletes
      * checkpoint files not needed to recover the last {@code minVersionsToRetain} versions and
-     * prunes the local cache (SSTs only if the retained manifests' SSTs are known, or a
-     * worker connection to a running service reads them).
+     * prunes the local cache; the store's worker plans it, or, when the store's connection is
+     * gone, a worker of the running service ({@link #plannerConnection}).
      */
     void cleanupMaintenance() {
         maintainStore();
@@ -198,9 +218,11 @@ final class StoreMaintenance {
             // none to a stopped service (docs/decisions/087-stopped-session-cleanup.md)
             c = store.isClosed() || !store.connectionUsable() ? null : store.conn();
         }
+        WorkerConnection own = c == null ? plannerConnection() : null;
         try {
             int maxDelete = SparkCompat.atLeast(4, 1) ? storeConf.maxVersionsToDeletePerMaintenance() : -1; // 4.1+
-            checkpoint.cleanup(storeConf.minVersionsToRetain(), storeConf.minVersionsToDelete(), maxDelete, c);
+            checkpoint.cleanup(storeConf.minVersionsToRetain(), storeConf.minVersionsToDelete(), maxDelete,
+                    c != null ? c : own);
         } catch (IOException | RuntimeException e) {
             boolean loaded;
             synchronized (store) {
@@ -212,6 +234,10 @@ final class StoreMaintenance {
                         : (RuntimeException) e;
             }
             LOG.warn("Cleanup maintenance of {} failed (nothing loaded; ignored)", store, e);
+        } finally {
+            if (own != null) {
+                own.close();
+            }
         }
     }
 
