@@ -137,7 +137,7 @@ def _plan_v1(files: Listing, version: int) -> Plan:
         if f is None:
             raise MissingFile(name(v, CHANGELOG), v, version)
         changelogs.append(f)
-    return Plan(version, v1.get((MANIFEST, base)), tuple(changelogs))
+    return Plan(version, v1[MANIFEST, base] if below else None, tuple(changelogs))
 
 
 def _plan_v2(files: Listing, version: int, id: str) -> Plan:
