@@ -1,5 +1,6 @@
-"""The checkpoint layout of a store, the Python side of its one rule (the JVM's is
-`StateFileName` + `LoadPlan`; both pass `tests/vectors/layout_*.tsv`).
+"""The checkpoint layout of a store: what its file names say and which files rebuild a version.
+The one owner of the rule: the JVM lists a store's directory and asks a worker (`PLAN`,
+`ttlstate.plans`), which plans with these functions; `tests/vectors/layout_*.tsv` pin them.
 
 File names (docs/PROTOCOL.md, "Checkpoint layout of a store"): format v1 `<v>.changelog`,
 `<v>.manifest`; format v2 `<v>_<id>_<baseId>.changelog`, `<v>_<id>.manifest`, where `baseId`
@@ -13,6 +14,7 @@ recently written file of `v` names it.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 
@@ -69,20 +71,42 @@ class MissingFile(Exception):
         super().__init__(f"{pattern}: {self.reason}")
 
 
+class MissingSnapshot(MissingFile):
+    """A replay's snapshot version has no manifest (of the lineage replayed); `pattern` names it."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """The files (their listing entries) that rebuild `version`, oldest first: a manifest
-    (None: from the empty version 0) and the changelogs after it."""
+    (None: from the empty version 0) and the changelogs after it; `id` the version's checkpoint
+    id (format v2; None in v1 and for version 0)."""
 
     version: int
     manifest: object | None
     changelogs: tuple
+    id: str | None = None
+
+
+class Listing(list):
+    """Listing entries with the lookups a plan makes, built once: many plans over one listing
+    (a cleanup pass plans every retained version) each cost their own files only."""
+
+    def __init__(self, files=()):
+        super().__init__(files)
+        self.v1 = {(f.kind, f.version): f for f in self if f.id is None}
+        self.v2 = {(f.kind, f.version, f.id): f for f in self if f.id is not None}
+        self.v1_manifests = sorted(v for k, v in self.v1 if k == MANIFEST)
+
+
+def _listing(files) -> Listing:
+    return files if isinstance(files, Listing) else Listing(files)
 
 
 def plan(files, version: int, id: str | None = None, v2: bool | None = None) -> Plan:
     """The plan of `version` over `files` (objects with `version`, `kind`, `id`, `base_id`,
-    `mtime_ns` and `name`); `v2` the format (None: v2 if a file of `version` has an id).
-    Raises MissingFile."""
+    `mtime_ns` and `name`; a `Listing` of them for many plans); `v2` the format (None: v2 if
+    a file of `version` has an id). Raises MissingFile."""
+    files = _listing(files)
     if version == 0:
         return Plan(0, None, ())
     if v2 is None:
@@ -103,32 +127,33 @@ def newest_v2(files, version: int):
                key=lambda f: (f.mtime_ns, f.name), default=None)
 
 
-def _plan_v1(files, version: int) -> Plan:
-    v1 = {(f.kind, f.version): f for f in files if f.id is None}
-    base = max((v for k, v in v1 if k == MANIFEST and v <= version), default=0)
+def _plan_v1(files: Listing, version: int) -> Plan:
+    v1 = files.v1
+    below = bisect.bisect_right(files.v1_manifests, version)
+    base = files.v1_manifests[below - 1] if below else 0
     changelogs = []
     for v in range(base + 1, version + 1):
         f = v1.get((CHANGELOG, v))
         if f is None:
             raise MissingFile(name(v, CHANGELOG), v, version)
         changelogs.append(f)
-    return Plan(version, v1.get((MANIFEST, base)), tuple(changelogs))
+    return Plan(version, v1[MANIFEST, base] if below else None, tuple(changelogs))
 
 
-def _plan_v2(files, version: int, id: str) -> Plan:
-    by_id = {(f.kind, f.version, f.id): f for f in files if f.id is not None}
+def _plan_v2(files: Listing, version: int, id: str) -> Plan:
+    by_id = files.v2
     changelogs = []
     v, vid = version, id
     while v > 0:
         m = by_id.get((MANIFEST, v, vid))
         if m is not None:
-            return Plan(version, m, tuple(reversed(changelogs)))
+            return Plan(version, m, tuple(reversed(changelogs)), id)
         c = by_id.get((CHANGELOG, v, vid))
         if c is None:
             raise MissingFile(f"{v}_{vid}_*.changelog", v, version)
         changelogs.append(c)
         v, vid = v - 1, c.base_id
-    return Plan(version, None, tuple(reversed(changelogs)))
+    return Plan(version, None, tuple(reversed(changelogs)), id)
 
 
 def changelogs(files, first: int, version: int, id: str | None = None,
@@ -169,16 +194,17 @@ def plan_from_snapshot(files, snapshot_version: int, version: int, id: str | Non
     """The plan of `(version, id)` from the manifest of `snapshot_version`, whatever newer
     manifests there are (Spark's `snapshotStartBatchId`): that manifest (format v2: of the
     lineage of `(version, id)`) and the changelogs after it; version 0 is the empty version.
-    Raises MissingFile naming the manifest if the version has none."""
+    Raises MissingSnapshot naming the manifest if the version has none (MissingFile for a
+    changelog)."""
     if not 0 <= snapshot_version <= version:
         raise ValueError(f"cannot replay version {version} from the snapshot of version {snapshot_version}")
     logs, id, base_id = changelogs(files, snapshot_version + 1, version, id, v2)
     if v2 is None:
         v2 = id is not None
     if snapshot_version == 0:
-        return Plan(version, None, logs)
-    wanted = name(snapshot_version, MANIFEST, base_id if v2 else None)
-    m = next((f for f in files if f.kind == MANIFEST and f.name == wanted), None)
+        return Plan(version, None, logs, id)
+    snapshot_id = base_id if v2 else None
+    m = {(f.version, f.id): f for f in files if f.kind == MANIFEST}.get((snapshot_version, snapshot_id))
     if m is None:
-        raise MissingFile(wanted, snapshot_version, version)
-    return Plan(version, m, logs)
+        raise MissingSnapshot(name(snapshot_version, MANIFEST, snapshot_id), snapshot_version, version)
+    return Plan(version, m, logs, id)

@@ -38,6 +38,7 @@ PING = 0x10
 MAINTAIN = 0x11
 MANIFEST_FILES = 0x12
 READ_CHANGELOG = 0x13
+PLAN = 0x14
 
 OP_NAMES = {
     HELLO: "HELLO", OPEN: "OPEN", LOAD: "LOAD", BEGIN: "BEGIN",
@@ -45,7 +46,7 @@ OP_NAMES = {
     ITER_OPEN: "ITER_OPEN", ITER_NEXT: "ITER_NEXT", ITER_CLOSE: "ITER_CLOSE",
     STATS: "STATS", COMMIT: "COMMIT", ABORT: "ABORT", SNAPSHOT: "SNAPSHOT",
     CLOSE: "CLOSE", PING: "PING", MAINTAIN: "MAINTAIN", MANIFEST_FILES: "MANIFEST_FILES",
-    READ_CHANGELOG: "READ_CHANGELOG",
+    READ_CHANGELOG: "READ_CHANGELOG", PLAN: "PLAN",
 }
 
 STATUS_OK = 0
@@ -73,6 +74,15 @@ _LIVE_HINTS = frozenset((RECORD_PUT_OVER_LIVE, RECORD_REMOVE_LIVE))
 BEGIN_WRITE = 0  # BEGIN modes: a write transaction that writes a changelog,
 BEGIN_READ_ONLY = 1  # a read-only transaction,
 BEGIN_WRITE_NO_CHANGELOG = 2  # a write transaction without changelog (checkpoint.mode=snapshot)
+
+PLAN_LOAD = 1  # PLAN purposes: the load plan of (version, id),
+PLAN_FROM_SNAPSHOT = 2  # a replay of (version, id) from the snapshot of version `from`,
+PLAN_CHANGELOGS = 3  # the changelogs of versions `from` to (version, id) (a change feed),
+PLAN_RETENTION = 4  # what a cleanup pass keeps and deletes
+PLAN_PURPOSES = (PLAN_LOAD, PLAN_FROM_SNAPSHOT, PLAN_CHANGELOGS, PLAN_RETENTION)
+PLANNED = 0  # PLAN outcomes: a plan (or retention),
+PLAN_MISSING = 1  # a file the plan needs is not listed,
+PLAN_NO_CHANGELOG = 2  # a version has a snapshot and no changelog
 
 ITER_PAIRS = 0  # ITER_OPEN modes: chunks of pairs,
 ITER_PAIRS_WITH_EXPIRY = 1  # or of pairs each followed by i64 expiresAt,
@@ -312,6 +322,8 @@ REQUEST_FIELDS: dict[int, tuple[str, ...]] = {
     MAINTAIN: (),
     MANIFEST_FILES: ("path", "version"),
     READ_CHANGELOG: ("path", "version", "fromRecord", "maxRecords"),
+    PLAN: ("purpose", "v2", "version", "id", "from", "minVersionsToRetain", "minVersionsToDelete",
+           "maxVersionsToDelete", "files"),
 }
 
 _PAYLOADS = {
@@ -329,6 +341,8 @@ _PAYLOADS = {
     CLOSE: lambda r: (r.bool(),),
     MANIFEST_FILES: lambda r: (r.str(), r.i64()),
     READ_CHANGELOG: lambda r: (r.str(), r.i64(), r.i64(), r.u32()),
+    PLAN: lambda r: (read_plan_purpose(r), r.bool(), r.i64(), r.str(), r.i64(), r.i32(), r.i64(), r.i32(),
+                     read_plan_files(r)),
 }
 
 
@@ -381,6 +395,19 @@ def read_begin_mode(r: Reader) -> int:
     if mode not in (BEGIN_WRITE, BEGIN_READ_ONLY, BEGIN_WRITE_NO_CHANGELOG):
         raise ProtocolError(f"unknown transaction mode {mode}")
     return mode
+
+
+def read_plan_purpose(r: Reader) -> int:
+    """The `u8 purpose` of a PLAN payload."""
+    purpose = r.u8()
+    if purpose not in PLAN_PURPOSES:
+        raise ProtocolError(f"unknown plan purpose {purpose}")
+    return purpose
+
+
+def read_plan_files(r: Reader) -> list[tuple[str, int]]:
+    """`u32 n, (str name, i64 modifiedMs) * n` of a PLAN payload."""
+    return [(r.str(), r.i64()) for _ in range(r.count(12))]
 
 
 def read_iter_mode(r: Reader) -> int:

@@ -85,6 +85,39 @@ def manifest_files(ssts) -> p.Writer:
     return w
 
 
+def planned(id: str | None, manifest_version: int, manifest_index: int, changelogs, later) -> p.Writer:
+    """PLAN's reply of a plan (purposes 1-3): its checkpoint id (None: none), manifest (index
+    -1: none), `changelogs` (index, version) oldest first, `later` (index, version, manifest)."""
+    w = p.ok().u8(p.PLANNED).str(id or "").i64(manifest_version).i32(manifest_index).u32(len(changelogs))
+    for index, version in changelogs:
+        w.i32(index).i64(version)
+    w.u32(len(later))
+    for index, version, manifest in later:
+        w.i32(index).i64(version).u8(1 if manifest else 0)
+    return w
+
+
+def plan_missing(pattern: str, message: str) -> p.Writer:
+    """PLAN's reply when a file the plan needs is not listed (`message` with `{path}`)."""
+    return p.ok().u8(p.PLAN_MISSING).str(pattern).str(message)
+
+
+def plan_no_changelog(version: int) -> p.Writer:
+    """PLAN's reply when `version` has a manifest and no changelog."""
+    return p.ok().u8(p.PLAN_NO_CHANGELOG).i64(version)
+
+
+def retention(keep_from: int, complete: bool, oldest_ms: int, deletable, retained_manifests) -> p.Writer:
+    """PLAN_RETENTION's reply: `deletable` and `retained_manifests` are listing indices."""
+    w = p.ok().u8(p.PLANNED).i64(keep_from).u8(1 if complete else 0).i64(oldest_ms).u32(len(deletable))
+    for index in deletable:
+        w.i32(index)
+    w.u32(len(retained_manifests))
+    for index in retained_manifests:
+        w.i32(index)
+    return w
+
+
 def changelog_record(w: p.Writer, key: bytes, value: bytes | None) -> p.Writer:
     """Append one READ_CHANGELOG record to `w`: a PUT, or a REMOVE if `value` is None."""
     if value is None:

@@ -13,7 +13,7 @@ import socket
 import threading
 from typing import Callable
 
-from . import conf, manifest, replies, statefile
+from . import conf, manifest, plans, replies, statefile
 from . import protocol as p
 from .errors import AuthError, ProtocolError, TtlstateError, UnknownHandleError
 from .frame_source import FrameSource
@@ -60,7 +60,7 @@ class Worker:
             p.COMMIT: self.op_commit, p.ABORT: self.op_abort,
             p.SNAPSHOT: self.op_snapshot, p.CLOSE: self.op_close, p.PING: self.op_ping,
             p.MAINTAIN: self.op_maintain, p.MANIFEST_FILES: self.op_manifest_files,
-            p.READ_CHANGELOG: self.op_read_changelog,
+            p.READ_CHANGELOG: self.op_read_changelog, p.PLAN: self.op_plan,
         }
 
     def _new_handle(self) -> int:
@@ -253,6 +253,10 @@ class Worker:
         path, version = p.read_payload(r, p.MANIFEST_FILES)
         m = manifest.read(path, version)
         return replies.manifest_files([(f.name, f.size) for f in m.ssts])
+
+    def op_plan(self, h, r):
+        """A store's load plan or retention over the listing the JVM sent (`plans`)."""
+        return plans.reply(plans.answer(*p.read_payload(r, p.PLAN)))
 
     def op_read_changelog(self, h, r):
         """Records `fromRecord` on of a changelog file, at most `maxRecords` and about

@@ -85,8 +85,9 @@ LAYOUT = {
     p.CLOSE: ["bool"],
     p.MANIFEST_FILES: ["str", "i64"],
     p.READ_CHANGELOG: ["str", "i64", "i64", "u32"],
+    p.PLAN: ["plan_purpose", "bool", "i64", "str", "i64", "i32", "i64", "i32", ("list", ["str", "i64"])],
 }
-_WIDTH = {"u8": 1, "bool": 1, "u16": 2, "u32": 4, "len": 4, "count": 4, "handle": 4, "i64": 8}
+_WIDTH = {"u8": 1, "bool": 1, "u16": 2, "u32": 4, "i32": 4, "len": 4, "count": 4, "handle": 4, "i64": 8}
 
 
 class Reject(Exception):
@@ -149,6 +150,9 @@ def spec_walk(body: bytes) -> list[tuple[int, str]]:
         elif kind == "iter_mode":
             if num("u8") not in (p.ITER_PAIRS, p.ITER_PAIRS_WITH_EXPIRY, p.ITER_STORED_WITH_EXPIRY):
                 raise Reject("iterator mode")
+        elif kind == "plan_purpose":
+            if num("u8") not in (p.PLAN_LOAD, p.PLAN_FROM_SNAPSHOT, p.PLAN_CHANGELOGS, p.PLAN_RETENTION):
+                raise Reject("plan purpose")
         elif isinstance(kind, tuple):
             for _ in range(num("count")):
                 for k in kind[1]:
@@ -266,7 +270,7 @@ def mutate(body: bytes, src, seeds, rounds: int | None = None) -> bytes:
                                                   max(rest - 1, 0), n, cur * 2, cur + 4])
             b[pos:pos + 4] = (value & 0xFFFFFFFF).to_bytes(4, "little")
         elif kind == "op" and n:
-            b[0] = src.choice(list(p.OP_NAMES) + [0, 0x13, 0x7F, 0x80, 0xFF])
+            b[0] = src.choice(list(p.OP_NAMES) + [0, 0x15, 0x7F, 0x80, 0xFF])
         elif kind == "handle" and n >= 5:
             b[1:5] = src.choice(INTERESTING_U32 + [src.int(0, 64)]).to_bytes(4, "little")
         elif kind == "i64":
@@ -667,6 +671,10 @@ class LiveFuzz:
              .str("default").str_pairs([])),
             ("v-manifest-files", R(p.MANIFEST_FILES, 0).str(f"{scratch}/none.manifest").i64(9)),
             ("v-read-changelog", R(p.READ_CHANGELOG, 0).str(f"{scratch}/none.changelog").i64(9).i64(0).u32(16)),
+            ("v-plan", R(p.PLAN, 0).u8(p.PLAN_LOAD).u8(0).i64(2).str("").i64(0).i32(0).i64(0).i32(0)
+             .u32(3).str("1.changelog").i64(1).str("2.changelog").i64(2).str("2.zip").i64(2)),
+            ("v-plan-retention", R(p.PLAN, 0).u8(p.PLAN_RETENTION).u8(1).i64(0).str("").i64(0).i32(1).i64(0)
+             .i32(-1).u32(2).str("1_a_0.changelog").i64(1).str("2_b_a.changelog").i64(2)),
             ("v-ping", R(p.PING, 0)),
         ]
         return s, [(n, w.body()) for n, w in seeds]

@@ -11,7 +11,9 @@ the body <TAB> fields (JSON)`, each body encoded by the worker's own encoders
 (`ttlstate.replies`, `protocol.error_frame`) from the fields; the JVM unit test
 `ReplyVectorsTest` decodes every body with the shim's decoders (`Reply`) and compares the
 fields (`"ERROR"`: the JVM must refuse it). The context is what the JVM knows of its request
-(`asked` keys of a MULTI_GET, `mode` of an ITER_OPEN, an ITER_NEXT's iterator's mode).
+(`asked` keys of a MULTI_GET, `mode` of an ITER_OPEN, an ITER_NEXT's iterator's mode, a PLAN's
+`purpose`: a retention's reply has another shape). Each `plan-*` request has a reply line of
+its name: the worker's answer to it (`ttlstate.plans`).
 """
 
 from __future__ import annotations
@@ -19,13 +21,51 @@ from __future__ import annotations
 import json
 import pathlib
 
-from ttlstate import conf, replies, worker
+from ttlstate import conf, plans, replies, worker
 from ttlstate import protocol as p
 from ttlstate.confkeys import PREFIX
 
 OUT = pathlib.Path(__file__).with_name("frames.tsv")
 OUT_REPLIES = OUT.with_name("replies.tsv")
 MAX = (1 << 63) - 1
+MIN = -(1 << 63)
+
+# PLAN requests (fields in `protocol.REQUEST_FIELDS[PLAN]` order but the listing), by name;
+# `_plan_replies` answers each as the worker does.
+PLANS = [
+    ("plan-load", (p.PLAN_LOAD, False, 12, "", 0, 0, 0, 0), [
+        ("10.changelog", 1700000000000), ("10.manifest", 1700000000500), ("11.changelog", 1700000001000),
+        ("12.changelog", 1700000002000), ("13.changelog", 1700000003000), ("12.zip", 1700000002000),
+        ("notes-é.txt", -1), ("14.manifest", 1700000004500)]),
+    ("plan-load-v2", (p.PLAN_LOAD, True, 3, "c-é", 0, 0, 0, 0), [
+        ("1_a_0.changelog", 1), ("2_b_a.changelog", 2), ("2_b.manifest", 3), ("3_c-é_b.changelog", 4),
+        ("4.changelog", 5)]),
+    ("plan-load-newest", (p.PLAN_LOAD, True, 2, "", 0, 0, 0, 0), [
+        ("1_a_0.changelog", 1), ("2_x_a.changelog", 3), ("2_b_a.changelog", 3)]),
+    ("plan-load-missing", (p.PLAN_LOAD, False, 3, "", 0, 0, 0, 0), [("1.changelog", 1), ("3.changelog", 3)]),
+    ("plan-from-snapshot", (p.PLAN_FROM_SNAPSHOT, False, 5, "", 2, 0, 0, 0), [
+        ("1.changelog", 1000), ("2.changelog", 2000), ("2.manifest", 2500), ("3.changelog", 3000),
+        ("4.changelog", 4000), ("4.manifest", 4500), ("5.changelog", 5000), ("6.changelog", 6000)]),
+    ("plan-from-snapshot-missing", (p.PLAN_FROM_SNAPSHOT, False, 3, "", 1, 0, 0, 0), [
+        ("1.changelog", 1), ("2.changelog", 2), ("2.manifest", 3), ("3.changelog", 4), ("3_z.manifest", 5)]),
+    ("plan-changelogs", (p.PLAN_CHANGELOGS, True, 3, "c", 2, 0, 0, 0), [
+        ("1_a_0.changelog", 1), ("2_b_a.changelog", 2), ("2_x_a.changelog", 3), ("3_c_b.changelog", 4)]),
+    ("plan-changelogs-empty", (p.PLAN_CHANGELOGS, True, MAX, "", 1, 0, 0, 0), []),
+    ("plan-no-changelog", (p.PLAN_CHANGELOGS, False, 3, "", 1, 0, 0, 0), [
+        ("1.changelog", 1), ("2.manifest", 2), ("3.manifest", 3)]),
+    ("plan-retention", (p.PLAN_RETENTION, False, 0, "", 0, 2, 0, 1), [
+        ("1.changelog", 1000), ("2.changelog", 2000), ("2.manifest", 2500), ("1_a_0.changelog", 900),
+        ("3.changelog", 3000), ("4.changelog", 4000), ("4.manifest", 4500), ("5.changelog", 5000),
+        ("6.changelog", 6000)]),
+    ("plan-retention-v2", (p.PLAN_RETENTION, True, 0, "", 0, 1, 0, -1), [
+        ("1_a_0.changelog", 1000), ("1_a.manifest", 1500), ("2_b_a.changelog", 2000), ("2_x_a.changelog", 2100),
+        ("2.manifest", 2500)]),
+    ("plan-retention-too-few", (p.PLAN_RETENTION, False, 0, "", 0, 1, 30, -1), [
+        ("1.changelog", 1), ("2.changelog", 2), ("3.changelog", 3), ("3.manifest", 4), ("1_a.manifest", 5),
+        ("4.changelog", 6)]),
+    ("plan-retention-unplannable", (p.PLAN_RETENTION, True, 0, "", 0, 1, 0, -1), [
+        ("2_b_a.changelog", 2), ("3_c_b.changelog", 3)]),
+]
 
 
 def vectors():
@@ -72,6 +112,8 @@ def vectors():
     yield "maintain", R(p.MAINTAIN, 7)
     yield "manifest-files", R(p.MANIFEST_FILES, 0).str("/d/9.manifest").i64(9)
     yield "read-changelog", R(p.READ_CHANGELOG, 0).str("/c/12_é_0.changelog").i64(12).i64(4096).u32(8192)
+    for name, fields, files in PLANS:
+        yield name, _plan(*fields, files)
     yield "bad-unknown-op", p.Writer().u8(0x7F).u32(0)
     yield "bad-truncated-bytes", R(p.GET, 1).u32(10).u8(1)
     yield "bad-trailing", R(p.PING, 0).u8(0)
@@ -86,6 +128,17 @@ def vectors():
     yield "bad-utf8", R(p.SNAPSHOT, 1).bytes(b"\xff\xfe")
     yield "bad-manifest-files-truncated", R(p.MANIFEST_FILES, 0).str("/d/9.manifest").u32(9)
     yield "bad-read-changelog-truncated", R(p.READ_CHANGELOG, 0).str("/d/9.changelog").i64(9).i64(0)
+    yield "bad-plan-purpose", _plan(5, False, 1, "", 0, 0, 0, 0, [])
+    yield "bad-plan-files-truncated", _plan(p.PLAN_LOAD, False, 1, "", 0, 0, 0, 0, []).u32(1).str("1.changelog")
+
+
+def _plan(purpose, v2, version, id, first, min_retain, min_delete, max_delete, files) -> p.Writer:
+    """A PLAN request; `files`: (name, modifiedMs) each."""
+    w = (p.request(p.PLAN, 0).u8(purpose).u8(1 if v2 else 0).i64(version).str(id).i64(first).i32(min_retain)
+         .i64(min_delete).i32(max_delete).u32(len(files)))
+    for name, ms in files:
+        w.str(name).i64(ms)
+    return w
 
 
 def canonical(body: bytes) -> str:
@@ -181,6 +234,7 @@ def reply_vectors():
         {"records": [[hexed(k), hexed(v)] for k, v in records], "next": 4096}
     yield "read-changelog-end", p.READ_CHANGELOG, {}, replies.changelog_records(0, p.Writer(), -1), \
         {"records": [], "next": -1}
+    yield from _plan_replies()
     for op in (p.ITER_CLOSE, p.ABORT, p.CLOSE, p.PING, p.MAINTAIN):
         yield p.OP_NAMES[op].lower().replace("_", "-"), op, {}, replies.empty(), {}
     error = p.error_frame("TTLSTATE_VERSION_MISMATCH", "version 5 is not é")
@@ -202,6 +256,34 @@ def reply_vectors():
     yield "bad-changelog-kind", p.READ_CHANGELOG, {}, p.ok().u32(1).u8(p.RECORD_PUT_NEW).bytes(b"k").bytes(b"v").i64(-1), \
         "ERROR"
     yield "bad-metrics-truncated", p.STATS, {}, p.ok().i64(1).i64(2).u32(1).str("ttlstateX"), "ERROR"
+    load, retain = {"purpose": p.PLAN_LOAD}, {"purpose": p.PLAN_RETENTION}
+    yield "bad-plan-outcome", p.PLAN, load, p.ok().u8(3).i64(1), "ERROR"
+    yield "bad-plan-later-bool", p.PLAN, load, \
+        p.ok().u8(p.PLANNED).str("").i64(0).i32(-1).u32(0).u32(1).i32(0).i64(2).u8(2), "ERROR"
+    yield "bad-retention-missing", p.PLAN, retain, replies.plan_missing("7.changelog", "x"), "ERROR"
+    yield "bad-retention-truncated", p.PLAN, retain, p.ok().u8(p.PLANNED).i64(5).u8(1).i64(0).u32(2).i32(0), \
+        "ERROR"
+
+
+def _plan_replies():
+    """The worker's answer to each PLAN request of `PLANS`, with its fields."""
+    for name, fields, files in PLANS:
+        a = plans.answer(*fields, files)
+        yield name, p.PLAN, {"purpose": fields[0]}, plans.reply(a), plan_fields(a)
+
+
+def plan_fields(a) -> dict:
+    """A PLAN answer's fields as replies.tsv gives them."""
+    if isinstance(a, plans.Kept):
+        return {"outcome": p.PLANNED, "keepFrom": a.keep_from, "complete": a.complete,
+                "oldestRetainedMs": a.oldest_retained_ms, "deletable": list(a.deletable),
+                "retainedManifests": list(a.retained_manifests)}
+    if isinstance(a, plans.Missing):
+        return {"outcome": p.PLAN_MISSING, "pattern": a.pattern, "message": a.message}
+    if isinstance(a, plans.NoChangelog):
+        return {"outcome": p.PLAN_NO_CHANGELOG, "version": a.version}
+    return {"outcome": p.PLANNED, "id": a.id or "", "manifestVersion": a.manifest_version, "manifest": a.manifest,
+            "changelogs": [list(c) for c in a.changelogs], "later": [list(f) for f in a.later]}
 
 
 def _body(w) -> bytes:
