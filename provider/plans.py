@@ -87,7 +87,7 @@ def answer(purpose: int, v2: bool, version: int, id: str, first: int, min_versio
         ns = r.oldest_retained_ns
         return Kept(r.keep_from, r.complete, ns if ns == retention.NO_TIME else ns // 1_000_000,
                     tuple(f.index for f in r.deletable),
-                    tuple(f.index for f in r.retained_manifests))
+                    tuple((f.index, f.version) for f in r.retained_manifests))
     id = id or None
     if purpose in (p.PLAN_FROM_SNAPSHOT, p.PLAN_CHANGELOGS):
         v = _without_changelog(entries, first + 1 if purpose == p.PLAN_FROM_SNAPSHOT else first, version)

@@ -108,13 +108,14 @@ def plan_no_changelog(version: int) -> p.Writer:
 
 
 def retention(keep_from: int, complete: bool, oldest_ms: int, deletable, retained_manifests) -> p.Writer:
-    """PLAN_RETENTION's reply: `deletable` and `retained_manifests` are listing indices."""
+    """PLAN_RETENTION's reply: `deletable` listing indices, `retained_manifests` (index,
+    version) pairs (the JVM asks each one's SSTs with its version: MANIFEST_FILES)."""
     w = p.ok().u8(p.PLANNED).i64(keep_from).u8(1 if complete else 0).i64(oldest_ms).u32(len(deletable))
     for index in deletable:
         w.i32(index)
     w.u32(len(retained_manifests))
-    for index in retained_manifests:
-        w.i32(index)
+    for index, version in retained_manifests:
+        w.i32(index).i64(version)
     return w
 
 

@@ -64,7 +64,8 @@ def render(a, files) -> str:
 
 
 def names(indices, files) -> list[str]:
-    return [files[i][0] for i in indices]
+    """The names of listing entries given by index, or by (index, version) as retained manifests are."""
+    return [files[i if isinstance(i, int) else i[0]][0] for i in indices]
 
 
 def versions(indices, files) -> set[int]:
@@ -256,7 +257,7 @@ def test_deletes_nothing_below_min_versions_to_delete():
     files = v1(20, 16)
     k = keep(files, 5, 16)
     # nothing more turns stale until a new version is written: complete; everything retained
-    assert k == plans.Kept(16, True, MIN, (), (20,))
+    assert k == plans.Kept(16, True, MIN, (), ((20, 16),))
     assert versions(keep(files, 5, 15).deletable, files) == set(range(1, 16))
 
 
@@ -265,7 +266,7 @@ def test_deletes_nothing_when_a_retained_version_cannot_be_loaded():
     assert keep(files, 5) == plans.Kept(16, False, MIN, (), ())  # planned again at the next maintenance
     # everything is retained: every manifest listed, of either format, in listing order
     files = files + [("3_a.manifest", 1), ("2.manifest", 2)]
-    assert keep(files, 5) == plans.Kept(16, False, MIN, (), (19, 20))
+    assert keep(files, 5) == plans.Kept(16, False, MIN, (), ((19, 3), (20, 2)))
 
 
 def test_leaves_the_other_formats_files_alone():

@@ -277,7 +277,7 @@ def plan_fields(a) -> dict:
     if isinstance(a, plans.Kept):
         return {"outcome": p.PLANNED, "keepFrom": a.keep_from, "complete": a.complete,
                 "oldestRetainedMs": a.oldest_retained_ms, "deletable": list(a.deletable),
-                "retainedManifests": list(a.retained_manifests)}
+                "retainedManifests": [list(m) for m in a.retained_manifests]}
     if isinstance(a, plans.Missing):
         return {"outcome": p.PLAN_MISSING, "pattern": a.pattern, "message": a.message}
     if isinstance(a, plans.NoChangelog):

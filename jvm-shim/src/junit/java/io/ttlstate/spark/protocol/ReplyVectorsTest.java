@@ -133,6 +133,8 @@ class ReplyVectorsTest {
                 Reply.manifestFiles(r).forEach(x -> ssts.add(list(x.name, x.size)));
                 return fields("ssts", ssts);
             }
+            case "PLAN":
+                return ctx.get("purpose").asInt() == Op.PLAN_RETENTION ? retention(Reply.retention(r)) : plan(Reply.plan(r));
             case "READ_CHANGELOG": {
                 Reply.ChangelogRecords c = Reply.readChangelog(r);
                 List<Object> records = new ArrayList<>();
@@ -161,6 +163,38 @@ class ReplyVectorsTest {
                     : list(hex(c.keys[i]), hex(c.values[i]), c.expiresAt[i]));
         }
         return out;
+    }
+
+    private static Map<String, Object> plan(Reply.Plan p) {
+        if (p.outcome == Op.PLAN_MISSING) {
+            return fields("outcome", p.outcome, "pattern", p.missingPattern, "message", p.missingMessage);
+        }
+        if (p.outcome == Op.PLAN_NO_CHANGELOG) {
+            return fields("outcome", p.outcome, "version", p.noChangelogVersion);
+        }
+        List<Object> changelogs = new ArrayList<>();
+        for (int i = 0; i < p.changelogs.length; i++) {
+            changelogs.add(list(p.changelogs[i], p.changelogVersions[i]));
+        }
+        List<Object> later = new ArrayList<>();
+        for (int i = 0; i < p.later.length; i++) {
+            later.add(list(p.later[i], p.laterVersions[i], p.laterManifests[i]));
+        }
+        return fields("outcome", p.outcome, "id", p.id == null ? "" : p.id, "manifestVersion", p.manifestVersion,
+                "manifest", p.manifest, "changelogs", changelogs, "later", later);
+    }
+
+    private static Map<String, Object> retention(Reply.Retention p) {
+        List<Object> deletable = new ArrayList<>();
+        for (int i : p.deletable) {
+            deletable.add(i);
+        }
+        List<Object> manifests = new ArrayList<>();
+        for (int i = 0; i < p.retainedManifests.length; i++) {
+            manifests.add(list(p.retainedManifests[i], p.retainedManifestVersions[i]));
+        }
+        return fields("outcome", Op.PLAN_PLANNED, "keepFrom", p.keepFrom, "complete", p.complete,
+                "oldestRetainedMs", p.oldestRetainedMs, "deletable", deletable, "retainedManifests", manifests);
     }
 
     private static boolean withExpiry(JsonNode ctx) {
