@@ -2,7 +2,7 @@
 passes over the listing the JVM sent (`ttlstate.plans`, on `layout` and `retention`). The
 layout vectors (`tests/vectors/layout_plans.tsv`, `layout_replays.tsv`) are read here through
 the handler's pure function `plans.answer`, and the cases of the JVM's former planners'
-tests (LoadPlanTest, RetentionTest, ListingGateTest) are ported onto it. The last tests send
+tests (LoadPlanTest, RetentionTest, and ListingGateTest's runs with the real rule) are ported onto it. The last tests send
 PLAN frames to a real worker process."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
  * complete pass, after a failed write and after an incomplete pass, and otherwise asks the
  * retention plan of what it knows (the last pass's files plus this store's uploads). The plan
  * here is a stand-in that deletes every changelog below the newest manifest; the retention rule
- * itself is the worker's, tested with the gate's runs in tests/test_retention.py.
+ * itself is the worker's, tested with the gate's runs in tests/test_plans.py.
  */
 class ListingGateTest {
     /** Plans the gate's known listing as a stand-in rule; records what it was asked. */
