@@ -64,14 +64,17 @@ def stats(num_keys: int, memory_used: int, metrics) -> p.Writer:
     return _metrics(p.ok().i64(num_keys).i64(memory_used), metrics)
 
 
-def committed(num_keys: int, file_bytes: int, memory_used: int, snapshot_wanted: bool, metrics) -> p.Writer:
-    return _metrics(p.ok().i64(num_keys).i64(file_bytes).i64(memory_used).u8(1 if snapshot_wanted else 0),
-                    metrics)
+def committed(num_keys: int, file_bytes: int, memory_used: int, snapshot_wanted: bool, changelog_name: str,
+              metrics) -> p.Writer:
+    """`changelog_name`: the changelog's name in the checkpoint ("" without changelog)."""
+    return _metrics(p.ok().i64(num_keys).i64(file_bytes).i64(memory_used).u8(1 if snapshot_wanted else 0)
+                    .str(changelog_name), metrics)
 
 
-def snapshot(version: int, num_keys: int, manifest_path: str, ssts) -> p.Writer:
-    """`ssts`: (checkpoint name, local path, size) each."""
-    w = p.ok().i64(version).i64(num_keys).str(manifest_path).u32(len(ssts))
+def snapshot(version: int, num_keys: int, manifest_path: str, manifest_name: str, ssts) -> p.Writer:
+    """`manifest_name`: the manifest's name in the checkpoint; `ssts`: (checkpoint name, local
+    path, size) each."""
+    w = p.ok().i64(version).i64(num_keys).str(manifest_path).str(manifest_name).u32(len(ssts))
     for name, path, size in ssts:
         w.str(name).str(path).i64(size)
     return w

@@ -13,7 +13,7 @@ import socket
 import threading
 from typing import Callable
 
-from . import conf, manifest, plans, replies, statefile
+from . import conf, layout, manifest, plans, replies, statefile
 from . import protocol as p
 from .errors import AuthError, ProtocolError, TtlstateError, UnknownHandleError
 from .frame_source import FrameSource
@@ -227,7 +227,7 @@ class Worker:
         return replies.stats(txn.num_keys, txn.store.memory_used(), txn.store.take_metrics(txn, final=False))
 
     def op_commit(self, h, r):
-        new_version, path = p.read_payload(r, p.COMMIT)
+        new_version, path, id, base_id = p.read_payload(r, p.COMMIT)
         txn = self._txn(h)
         if txn.read_only:
             raise TtlstateError("cannot commit a read-only transaction")
@@ -237,7 +237,8 @@ class Worker:
             metrics = store.take_metrics(txn, final=True)
         finally:
             self._drop_txn(h)
-        return replies.committed(num_keys, size, store.memory_used(), store.migrated, metrics)
+        name = layout.name(new_version, layout.CHANGELOG, id or None, base_id or None) if path else ""
+        return replies.committed(num_keys, size, store.memory_used(), store.migrated, name, metrics)
 
     def op_abort(self, h, r):
         p.read_payload(r, p.ABORT)
@@ -245,9 +246,10 @@ class Worker:
         return replies.empty()
 
     def op_snapshot(self, h, r):
-        (directory,) = p.read_payload(r, p.SNAPSHOT)
+        directory, id = p.read_payload(r, p.SNAPSHOT)
         version, num_keys, manifest_path, ssts = self._store(h).snapshot(directory)
-        return replies.snapshot(version, num_keys, manifest_path, ssts)
+        name = layout.name(version, layout.MANIFEST, id or None)
+        return replies.snapshot(version, num_keys, manifest_path, name, ssts)
 
     def op_manifest_files(self, h, r):
         path, version = p.read_payload(r, p.MANIFEST_FILES)

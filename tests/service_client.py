@@ -216,15 +216,18 @@ class Client:
     def commit(self, txn: int, version: int, path: str):
         return self.commit_full(txn, version, path)[:3]
 
-    def commit_full(self, txn: int, version: int, path: str):
-        """(numKeys, fileBytes, memoryUsedBytes, snapshotWanted, metrics)."""
-        r = self.call(p.request(p.COMMIT, txn).i64(version).str(path))
-        return r.i64(), r.i64(), r.i64(), r.bool(), _read_metrics(r)
+    def commit_full(self, txn: int, version: int, path: str, id: str = "", base_id: str = ""):
+        """(numKeys, fileBytes, memoryUsedBytes, snapshotWanted, metrics); the changelog's
+        checkpoint name in `self.changelog_name`."""
+        r = self.call(p.request(p.COMMIT, txn).i64(version).str(path).str(id).str(base_id))
+        num_keys, size, memory, wanted, self.changelog_name = r.i64(), r.i64(), r.i64(), r.bool(), r.str()
+        return num_keys, size, memory, wanted, _read_metrics(r)
 
-    def snapshot(self, store: int, directory: str):
-        """(version, numKeys, manifestPath, [(sstName, path, size)])."""
-        r = self.call(p.request(p.SNAPSHOT, store).str(directory))
-        version, num_keys, manifest_path = r.i64(), r.i64(), r.str()
+    def snapshot(self, store: int, directory: str, id: str = ""):
+        """(version, numKeys, manifestPath, [(sstName, path, size)]); the manifest's checkpoint
+        name in `self.manifest_name`."""
+        r = self.call(p.request(p.SNAPSHOT, store).str(directory).str(id))
+        version, num_keys, manifest_path, self.manifest_name = r.i64(), r.i64(), r.str(), r.str()
         return version, num_keys, manifest_path, [(r.str(), r.str(), r.i64()) for _ in range(r.u32())]
 
     def manifest_files(self, path: str, version: int) -> list[tuple[str, int]]:

@@ -80,8 +80,8 @@ LAYOUT = {
     p.ITER_OPEN: ["bytes", "u32", "iter_mode"],
     p.ITER_NEXT: ["u32"],
     p.ITER_CLOSE: [], p.STATS: [], p.ABORT: [], p.PING: [], p.MAINTAIN: [],
-    p.COMMIT: ["i64", "str"],
-    p.SNAPSHOT: ["str"],
+    p.COMMIT: ["i64", "str", "str", "str"],
+    p.SNAPSHOT: ["str", "str"],
     p.CLOSE: ["bool"],
     p.MANIFEST_FILES: ["str", "i64"],
     p.READ_CHANGELOG: ["str", "i64", "i64", "u32"],
@@ -600,7 +600,7 @@ class LiveFuzz:
         w.u8(p.RECORD_REMOVE).bytes(b"key-0000")
         del self.committed[b"key-0000"]
         s.sendall(w.frame())
-        assert _call(s, p.request(p.COMMIT, t).i64(1).str(self.changelog)).i64() == len(self.committed)
+        assert _call(s, p.request(p.COMMIT, t).i64(1).str(self.changelog).str("").str("")).i64() == len(self.committed)
         self.changelog_sha = hashlib.sha256(pathlib.Path(self.changelog).read_bytes()).hexdigest()
         return self.committed
 
@@ -637,7 +637,7 @@ class LiveFuzz:
             w.u8(p.RECORD_PUT).bytes(b"v%02d" % i).bytes(b"x" * i)
         s.sendall(w.frame())
         cl = os.path.join(self.scratch, f"{name}-1.changelog")
-        _call(s, p.request(p.COMMIT, t).i64(1).str(cl))
+        _call(s, p.request(p.COMMIT, t).i64(1).str(cl).str("").str(""))
         # the read transaction first: a write transaction begun alone writes straight into the
         # database and refuses other transactions until it ends
         rt = _call(s, p.request(p.BEGIN, h).i64(1).u8(1).i64(-1)).u32()
@@ -656,9 +656,9 @@ class LiveFuzz:
             ("v-iter-next", R(p.ITER_NEXT, it).u32(1)),
             ("v-iter-close", R(p.ITER_CLOSE, it)),
             ("v-stats", R(p.STATS, wt)),
-            ("v-commit", R(p.COMMIT, wt).i64(2).str(f"{scratch}/{name}-2.changelog")),
+            ("v-commit", R(p.COMMIT, wt).i64(2).str(f"{scratch}/{name}-2.changelog").str("").str("")),
             ("v-abort", R(p.ABORT, rt)),
-            ("v-snapshot", R(p.SNAPSHOT, h).str(f"{scratch}/{name}-snap")),
+            ("v-snapshot", R(p.SNAPSHOT, h).str(f"{scratch}/{name}-snap").str("")),
             ("v-load", R(p.LOAD, h).i64(1).i64(-1).i64(0).str("").u32(0).u32(1).i64(1).str(cl)),
             ("v-load-manifest", R(p.LOAD, h).i64(3).i64(5).i64(3).str(f"{scratch}/none.manifest")
              .u32(1).str("000009-3fa2b4c5d6e7f801.sst").str(f"{scratch}/x.sst")

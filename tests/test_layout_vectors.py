@@ -1,9 +1,8 @@
 """The checkpoint layout's shared vectors (`tests/vectors/layout_names.tsv`,
-`layout_plans.tsv`, `layout_replays.tsv`) read by `ttlstate.layout`, the one planner: the JVM
-asks a worker for its plans (`PLAN`, tests/test_plans.py reads the plan vectors through the
-handler) and only builds the names it writes, checked against `layout_names.tsv` by
-`StateFileNameTest` (`make test-java`; docs/decisions/052-checkpoint-layout-vectors.md,
-docs/decisions/110-worker-plans-checkpoint-files.md)."""
+`layout_plans.tsv`, `layout_replays.tsv`) read by `ttlstate.layout`, the layout's one owner:
+the JVM asks a worker for its plans (`PLAN`; tests/test_plans.py reads the plan vectors
+through the handler) and for the names of the files it uploads (`COMMIT`, `SNAPSHOT`)
+(docs/decisions/052-checkpoint-layout-vectors.md, docs/decisions/110-worker-plans-checkpoint-files.md)."""
 
 from __future__ import annotations
 

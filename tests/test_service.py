@@ -13,6 +13,7 @@ import pytest
 
 from service_client import (BROKEN_WORKER_SETUPS, FAILED_START_LINES, ServiceProcess, WorkerError,
                             service_processes, start_service)
+from ttlstate import layout
 from ttlstate import protocol as p
 
 CONF = "spark.sql.streaming.stateStore.ttlstate."
@@ -209,6 +210,28 @@ def test_load_rebuilds_from_snapshot_and_changelogs(svc, tmp_path):
     assert c2.items(c2.begin(h2, 4, True)) == expected
     assert c2.load(h2, 3, 3, manifest_path, given) == 3
     assert c2.get(c2.begin(h2, 3, True), b"k2") == b"v2"
+
+
+def test_the_worker_names_the_checkpoint_files_the_jvm_uploads(svc, tmp_path):
+    """COMMIT and SNAPSHOT name the changelog and the manifest as the checkpoint layout does
+    (`layout.name`, docs/decisions/110-worker-plans-checkpoint-files.md): the JVM uploads them
+    under these names and builds none itself."""
+    c, h = _store(svc, "names")
+    t = c.begin(h, 0)
+    c.write(t, [(b"k", b"v")])
+    c.commit_full(t, 1, str(tmp_path / "local-1"))
+    assert c.changelog_name == "1.changelog"
+    t = c.begin(h, 1)
+    c.write(t, [(b"k", b"w")])
+    c.commit_full(t, 2, str(tmp_path / "local-2"), "b-é", "a")
+    assert c.changelog_name == "2_b-é_a.changelog" == layout.name(2, layout.CHANGELOG, "b-é", "a")
+    t = c.begin(h, 2)
+    c.commit_full(t, 3, "", "c", "b-é")  # snapshot mode: no changelog, no name
+    assert c.changelog_name == ""
+    c.snapshot(h, str(tmp_path / "s3"))
+    assert c.manifest_name == "3.manifest"
+    c.snapshot(h, str(tmp_path / "s3-v2"), "c")
+    assert c.manifest_name == "3_c.manifest"
 
 
 def test_commit_without_changelog_then_snapshot(svc, tmp_path):

@@ -104,9 +104,12 @@ def vectors():
     yield "iter-next", R(p.ITER_NEXT, 4294967295).u32(1)
     yield "iter-close", R(p.ITER_CLOSE, 3)
     yield "stats", R(p.STATS, 9)
-    yield "commit", R(p.COMMIT, 9).i64(5).str("/l/5.changelog")
+    yield "commit", R(p.COMMIT, 9).i64(5).str("/l/5.changelog").str("").str("")
+    yield "commit-v2", R(p.COMMIT, 9).i64(5).str("/l/5.changelog").str("e-é").str("d")
+    yield "commit-no-changelog", R(p.COMMIT, 9).i64(1).str("").str("a").str("")
     yield "abort", R(p.ABORT, 9)
-    yield "snapshot", R(p.SNAPSHOT, 7).str("/l/snap-5")
+    yield "snapshot", R(p.SNAPSHOT, 7).str("/l/snap-5").str("")
+    yield "snapshot-v2", R(p.SNAPSHOT, 7).str("/l/snap-5").str("e-é")
     yield "close", R(p.CLOSE, 7).u8(1)
     yield "ping", R(p.PING, 0)
     yield "maintain", R(p.MAINTAIN, 7)
@@ -216,13 +219,16 @@ def reply_vectors():
     metrics = [("ttlstateOpenTransactions", 1), ("ttlstateExpiredOnRead", -3)]
     yield "stats", p.STATS, {}, replies.stats(10, 2048, metrics), \
         {"numKeys": 10, "memoryUsedBytes": 2048, "metrics": dict(metrics)}
-    yield "commit", p.COMMIT, {}, replies.committed(10, 512, 4096, True, metrics), \
-        {"numKeys": 10, "fileBytes": 512, "memoryUsedBytes": 4096, "snapshotWanted": True, "metrics": dict(metrics)}
-    yield "commit-no-metrics", p.COMMIT, {}, replies.committed(0, 0, 0, False, []), \
-        {"numKeys": 0, "fileBytes": 0, "memoryUsedBytes": 0, "snapshotWanted": False, "metrics": {}}
+    yield "commit", p.COMMIT, {}, replies.committed(10, 512, 4096, True, "5_e-é_d.changelog", metrics), \
+        {"numKeys": 10, "fileBytes": 512, "memoryUsedBytes": 4096, "snapshotWanted": True,
+         "changelogName": "5_e-é_d.changelog", "metrics": dict(metrics)}
+    yield "commit-no-metrics", p.COMMIT, {}, replies.committed(0, 0, 0, False, "", []), \
+        {"numKeys": 0, "fileBytes": 0, "memoryUsedBytes": 0, "snapshotWanted": False, "changelogName": "",
+         "metrics": {}}
     ssts = [("000009-3fa2b4c5d6e7f801.sst", "/l/snap-5/000009.sst", 1234), ("000010-00ff00ff00ff00ff.sst", "/l/é.sst", 0)]
-    yield "snapshot", p.SNAPSHOT, {}, replies.snapshot(5, 10, "/l/snap-5/5.manifest", ssts), \
-        {"version": 5, "numKeys": 10, "manifestPath": "/l/snap-5/5.manifest", "ssts": [list(s) for s in ssts]}
+    yield "snapshot", p.SNAPSHOT, {}, replies.snapshot(5, 10, "/l/snap-5/5.manifest", "5_e-é.manifest", ssts), \
+        {"version": 5, "numKeys": 10, "manifestPath": "/l/snap-5/5.manifest", "manifestName": "5_e-é.manifest",
+         "ssts": [list(s) for s in ssts]}
     listed = [(name, size) for name, _, size in ssts]
     yield "manifest-files", p.MANIFEST_FILES, {}, replies.manifest_files(listed), \
         {"ssts": [list(s) for s in listed]}

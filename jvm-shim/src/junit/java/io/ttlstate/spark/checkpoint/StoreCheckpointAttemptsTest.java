@@ -36,16 +36,16 @@ class StoreCheckpointAttemptsTest {
         StoreCheckpoint a = StoreCheckpoint.of(id, new Configuration(), false);
         a.useCacheDir(dir.resolve("cache-a").toString(), 0);
         for (int v = 1; v <= 3; v++) {
-            a.uploadChangelog(changelog("a" + v), v, null, null, new StoreMetrics(), new ArrayList<>());
+            a.uploadChangelog(changelog("a" + v), v + ".changelog", v, false, new StoreMetrics(), new ArrayList<>());
         }
         StoreCheckpoint b = StoreCheckpoint.of(id, new Configuration(), false);
         b.useCacheDir(dir.resolve("cache-b").toString(), 0);
         List<Path> written = new ArrayList<>();
         if (uploadFails) {
-            assertThrows(IOException.class, () -> b.uploadChangelog(dir.resolve("never-written.changelog"), 3,
-                    null, null, new StoreMetrics(), written), "attempt B's upload of a missing file");
+            assertThrows(IOException.class, () -> b.uploadChangelog(dir.resolve("never-written.changelog"),
+                    "3.changelog", 3, false, new StoreMetrics(), written), "attempt B's upload of a missing file");
         } else {
-            b.uploadChangelog(changelog("b3"), 3, null, null, new StoreMetrics(), written); // then its commit fails
+            b.uploadChangelog(changelog("b3"), "3.changelog", 3, false, new StoreMetrics(), written); // then its commit fails
         }
         b.discard(written);
         CheckpointFiles files = new CheckpointFiles(new Path(id.storeCheckpointLocation().toString()),

@@ -119,11 +119,12 @@ class FrameVectorsTest {
             case "STATS":
                 return Requests.stats(h);
             case "COMMIT":
-                return Requests.commit(h, f.get("newVersion").asLong(), f.get("changelogPath").asText());
+                return Requests.commit(h, f.get("newVersion").asLong(), f.get("changelogPath").asText(),
+                        opt(f.get("id").asText()), opt(f.get("baseId").asText()));
             case "ABORT":
                 return Requests.abort(h);
             case "SNAPSHOT":
-                return Requests.snapshot(h, f.get("dir").asText());
+                return Requests.snapshot(h, f.get("dir").asText(), opt(f.get("id").asText()));
             case "CLOSE":
                 return Requests.close(h, f.get("deleteFiles").asBoolean());
             case "MAINTAIN":
@@ -168,6 +169,11 @@ class FrameVectorsTest {
             case 8: Records.removeLive(w, bytes(rec.get(1)), rec.get(3).asLong()); break;
             default: throw new AssertionError("record kind " + kind);
         }
+    }
+
+    /** An optional string field as the JVM holds it: "" on the wire is null. */
+    private static String opt(String s) {
+        return s.isEmpty() ? null : s;
     }
 
     private static byte[] bytes(JsonNode hex) {

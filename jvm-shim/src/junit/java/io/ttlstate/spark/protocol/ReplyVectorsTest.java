@@ -119,14 +119,15 @@ class ReplyVectorsTest {
             case "COMMIT": {
                 Reply.Committed c = Reply.commit(r);
                 return fields("numKeys", c.numKeys, "fileBytes", c.fileBytes, "memoryUsedBytes",
-                        c.memoryUsedBytes, "snapshotWanted", c.snapshotWanted, "metrics", c.metrics);
+                        c.memoryUsedBytes, "snapshotWanted", c.snapshotWanted, "changelogName", c.changelogName,
+                        "metrics", c.metrics);
             }
             case "SNAPSHOT": {
                 Reply.Snapshot s = Reply.snapshot(r);
                 List<Object> ssts = new ArrayList<>();
                 s.ssts.forEach(x -> ssts.add(list(x.name, x.path, x.size)));
                 return fields("version", s.version, "numKeys", s.numKeys, "manifestPath", s.manifestPath,
-                        "ssts", ssts);
+                        "manifestName", s.manifestName, "ssts", ssts);
             }
             case "MANIFEST_FILES": {
                 List<Object> ssts = new ArrayList<>();

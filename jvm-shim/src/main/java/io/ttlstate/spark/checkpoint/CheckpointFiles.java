@@ -33,6 +33,8 @@ import org.slf4j.LoggerFactory;
  */
 final class CheckpointFiles {
     private static final Logger LOG = LoggerFactory.getLogger(CheckpointFiles.class);
+    /** A store's SSTs, {@code <store dir>/sst/<name>} (docs/PROTOCOL.md, "Checkpoint layout of a store"). */
+    static final String SST_DIR = "sst";
 
     private final Path dir;
     private final Path sstDir;
@@ -48,7 +50,7 @@ final class CheckpointFiles {
     /** {@code store} names the store in messages. */
     CheckpointFiles(Path dir, Configuration hadoopConf, String store) {
         this.dir = dir;
-        this.sstDir = new Path(dir, StateFileName.SST_DIR);
+        this.sstDir = new Path(dir, SST_DIR);
         this.hadoopConf = hadoopConf;
         this.store = store;
     }

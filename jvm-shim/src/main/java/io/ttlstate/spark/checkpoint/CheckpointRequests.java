@@ -41,17 +41,19 @@ final class CheckpointRequests {
         }
     }
 
-    /** What SNAPSHOT made: the version, its key count, its manifest and every SST. */
+    /** What SNAPSHOT made: the version, its key count, its manifest (and its checkpoint name) and every SST. */
     static final class Snapshot {
         final long version;
         final long numKeys;
         final java.nio.file.Path manifest;
+        final String manifestName;
         final List<LocalSst> ssts;
 
-        Snapshot(long version, long numKeys, java.nio.file.Path manifest, List<LocalSst> ssts) {
+        Snapshot(long version, long numKeys, java.nio.file.Path manifest, String manifestName, List<LocalSst> ssts) {
             this.version = version;
             this.numKeys = numKeys;
             this.manifest = manifest;
+            this.manifestName = manifestName;
             this.ssts = ssts;
         }
     }
@@ -73,15 +75,18 @@ final class CheckpointRequests {
         return Replies.decode(() -> Reply.load(r));
     }
 
-    /** SNAPSHOT the store's committed version into {@code dir} (which must not exist). */
-    static Snapshot snapshot(WorkerConnection conn, long storeHandle, java.nio.file.Path dir) {
-        FrameReader r = conn.call(Requests.snapshot(storeHandle, dir.toString()));
+    /**
+     * SNAPSHOT the store's committed version (format v2: checkpoint id {@code id}) into
+     * {@code dir} (which must not exist).
+     */
+    static Snapshot snapshot(WorkerConnection conn, long storeHandle, java.nio.file.Path dir, String id) {
+        FrameReader r = conn.call(Requests.snapshot(storeHandle, dir.toString(), id));
         Reply.Snapshot s = Replies.decode(() -> Reply.snapshot(r));
         List<LocalSst> ssts = new ArrayList<>(s.ssts.size());
         for (Reply.LocalSst sst : s.ssts) {
             ssts.add(new LocalSst(sst.name, sst.size, java.nio.file.Path.of(sst.path)));
         }
-        return new Snapshot(s.version, s.numKeys, java.nio.file.Path.of(s.manifestPath), ssts);
+        return new Snapshot(s.version, s.numKeys, java.nio.file.Path.of(s.manifestPath), s.manifestName, ssts);
     }
 
     /** The SSTs the manifest of {@code version} at local path {@code manifest} references. */

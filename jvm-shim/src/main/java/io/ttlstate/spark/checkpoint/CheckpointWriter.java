@@ -33,20 +33,20 @@ final class CheckpointWriter {
     }
 
     /**
-     * Uploads the changelog of {@code version} (format v2: named by {@code id} and
-     * {@code baseId}); in format v1 then deletes a manifest an earlier attempt at this version
-     * left, so no load mixes two attempts. A format v2 path, this attempt's own, is added to
-     * {@code written} before the upload starts ({@link #ownPath}).
+     * Uploads the changelog of {@code version} as {@code name} (the worker's, from COMMIT); in
+     * format v1 then deletes a manifest an earlier attempt at this version left, so no load
+     * mixes two attempts. A format v2 path, this attempt's own, is added to {@code written}
+     * before the upload starts ({@link #ownPath}).
      */
-    void uploadChangelog(java.nio.file.Path local, long version, String id, String baseId, StoreMetrics metrics,
+    void uploadChangelog(java.nio.file.Path local, String name, long version, boolean v2, StoreMetrics metrics,
                          List<Path> written) throws IOException {
-        Path target = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.CHANGELOG, id, baseId));
-        ownPath(target, id, written);
+        Path target = files.stateFilePath(name);
+        ownPath(target, v2, written);
         FileStatus st = files.upload(local, target, version);
         store.listingGate.uploaded(st);
         metrics.uploaded(st.getLen());
         store.requireCache().addStateFile(local, st);
-        if (id == null) {
+        if (!v2) {
             deleteEarlierAttempt(version, true);
         }
     }
@@ -82,8 +82,8 @@ final class CheckpointWriter {
      * do (a re-run overwrites it): a failed speculative or zombie attempt deleted the file of
      * the attempt Spark committed, and a later load of that version failed.
      */
-    private static void ownPath(Path target, String id, List<Path> written) {
-        if (id != null) {
+    private static void ownPath(Path target, boolean v2, List<Path> written) {
+        if (v2) {
             written.add(target);
         }
     }
@@ -101,7 +101,7 @@ final class CheckpointWriter {
         LocalFileCache c = store.requireCache();
         try {
             metrics.roundTrip();
-            CheckpointRequests.Snapshot s = CheckpointRequests.snapshot(conn, storeHandle, dir);
+            CheckpointRequests.Snapshot s = CheckpointRequests.snapshot(conn, storeHandle, dir, id);
             if (s.version != version) {
                 throw new IOException("the worker snapshotted version " + s.version + " of " + files.store()
                         + ", expected " + version);
@@ -118,8 +118,8 @@ final class CheckpointWriter {
                 metrics.uploaded(st.getLen());
                 bytes += st.getLen();
             }
-            Path target = files.stateFilePath(StateFileName.name(version, StateFileName.Kind.MANIFEST, id, null));
-            ownPath(target, id, written);
+            Path target = files.stateFilePath(s.manifestName);
+            ownPath(target, id != null, written);
             FileStatus manifest = files.upload(s.manifest, target, version);
             store.listingGate.uploaded(manifest);
             metrics.uploaded(manifest.getLen());

@@ -152,10 +152,10 @@ public final class StoreCheckpoint {
 
     // ---- commit -------------------------------------------------------------------------
 
-    /** Uploads the changelog of {@code version} ({@link CheckpointWriter#uploadChangelog}). */
-    public void uploadChangelog(java.nio.file.Path local, long version, String id, String baseId, StoreMetrics metrics,
+    /** Uploads the changelog of {@code version} as {@code name} ({@link CheckpointWriter#uploadChangelog}). */
+    public void uploadChangelog(java.nio.file.Path local, String name, long version, boolean v2, StoreMetrics metrics,
                                 List<Path> written) throws IOException {
-        writer.uploadChangelog(local, version, id, baseId, metrics, written);
+        writer.uploadChangelog(local, name, version, v2, metrics, written);
     }
 
     /**

@@ -114,13 +114,17 @@ public final class Reply {
         public final long fileBytes;
         public final long memoryUsedBytes;
         public final boolean snapshotWanted;
+        /** The changelog's name in the checkpoint, the worker's ("" without changelog). */
+        public final String changelogName;
         public final Map<String, Long> metrics;
 
-        private Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted, Map<String, Long> metrics) {
+        private Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted,
+                          String changelogName, Map<String, Long> metrics) {
             this.numKeys = numKeys;
             this.fileBytes = fileBytes;
             this.memoryUsedBytes = memoryUsedBytes;
             this.snapshotWanted = snapshotWanted;
+            this.changelogName = changelogName;
             this.metrics = metrics;
         }
     }
@@ -142,12 +146,15 @@ public final class Reply {
         public final long version;
         public final long numKeys;
         public final String manifestPath;
+        /** The manifest's name in the checkpoint, the worker's. */
+        public final String manifestName;
         public final List<LocalSst> ssts;
 
-        private Snapshot(long version, long numKeys, String manifestPath, List<LocalSst> ssts) {
+        private Snapshot(long version, long numKeys, String manifestPath, String manifestName, List<LocalSst> ssts) {
             this.version = version;
             this.numKeys = numKeys;
             this.manifestPath = manifestPath;
+            this.manifestName = manifestName;
             this.ssts = ssts;
         }
     }
@@ -275,7 +282,7 @@ public final class Reply {
     }
 
     public static Committed commit(FrameReader r) throws ProtocolException {
-        Committed c = new Committed(r.i64(), r.i64(), r.i64(), r.bool(), metrics(r));
+        Committed c = new Committed(r.i64(), r.i64(), r.i64(), r.bool(), r.str(), metrics(r));
         r.end();
         return c;
     }
@@ -293,13 +300,14 @@ public final class Reply {
         long version = r.i64();
         long numKeys = r.i64();
         String manifest = r.str();
+        String manifestName = r.str();
         int n = r.count(16);
         List<LocalSst> ssts = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
             ssts.add(new LocalSst(r.str(), r.str(), r.i64()));
         }
         r.end();
-        return new Snapshot(version, numKeys, manifest, ssts);
+        return new Snapshot(version, numKeys, manifest, manifestName, ssts);
     }
 
     public static List<Sst> manifestFiles(FrameReader r) throws ProtocolException {

@@ -96,17 +96,22 @@ public final class Requests {
         return FrameWriter.request(Op.STATS, txn);
     }
 
-    /** COMMIT as {@code newVersion}; an empty {@code changelogPath} writes no changelog. */
-    public static FrameWriter commit(long txn, long newVersion, String changelogPath) {
-        return FrameWriter.request(Op.COMMIT, txn).i64(newVersion).str(changelogPath);
+    /**
+     * COMMIT as {@code newVersion} (format v2: checkpoint id {@code id} on {@code baseId}; null:
+     * none); an empty {@code changelogPath} writes no changelog.
+     */
+    public static FrameWriter commit(long txn, long newVersion, String changelogPath, String id, String baseId) {
+        return FrameWriter.request(Op.COMMIT, txn).i64(newVersion).str(changelogPath).str(id == null ? "" : id)
+                .str(baseId == null ? "" : baseId);
     }
 
     public static FrameWriter abort(long txn) {
         return FrameWriter.request(Op.ABORT, txn);
     }
 
-    public static FrameWriter snapshot(long store, String dir) {
-        return FrameWriter.request(Op.SNAPSHOT, store).str(dir);
+    /** SNAPSHOT into {@code dir} (format v2: the version's checkpoint id {@code id}; null: none). */
+    public static FrameWriter snapshot(long store, String dir, String id) {
+        return FrameWriter.request(Op.SNAPSHOT, store).str(dir).str(id == null ? "" : id);
     }
 
     public static FrameWriter close(long store, boolean deleteFiles) {

@@ -326,11 +326,12 @@ public final class RemoteStore {
         List<org.apache.hadoop.fs.Path> written = new ArrayList<>();
         boolean durable = false;
         try {
-            RemoteTxn.Committed r = store.txn().commit(newVersion, changelog == null ? "" : changelog.toString());
+            RemoteTxn.Committed r = store.txn().commit(newVersion, changelog == null ? "" : changelog.toString(), newId,
+                    store.baseId());
             loadedVersion = -1; // until the version is durable
             loadedId = null;
             if (changelog != null) {
-                checkpoint.uploadChangelog(changelog, newVersion, newId, store.baseId(), store.metrics, written);
+                checkpoint.uploadChangelog(changelog, r.changelogName, newVersion, newId != null, store.metrics, written);
                 maintenance.changelogUploaded(LocalFiles.sizeOrZero(changelog), store.txn().records());
             } else if (newId == null) {
                 checkpoint.deleteEarlierChangelog(newVersion);

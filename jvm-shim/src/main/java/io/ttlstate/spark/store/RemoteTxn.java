@@ -391,29 +391,35 @@ final class RemoteTxn {
         final long fileBytes;
         final long memoryUsedBytes;
         final boolean snapshotWanted;
+        /** The changelog's name in the checkpoint, as the worker names it ("" without changelog). */
+        final String changelogName;
 
-        Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted) {
+        Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted, String changelogName) {
             this.numKeys = numKeys;
             this.fileBytes = fileBytes;
             this.memoryUsedBytes = memoryUsedBytes;
             this.snapshotWanted = snapshotWanted;
+            this.changelogName = changelogName;
         }
     }
 
-    /** COMMIT as {@code newVersion}, writing the changelog to {@code changelogPath} (empty: no changelog). */
-    Committed commit(long newVersion, String changelogPath) {
+    /**
+     * COMMIT as {@code newVersion} (format v2: checkpoint id {@code id} on {@code baseId}),
+     * writing the changelog to {@code changelogPath} (empty: no changelog).
+     */
+    Committed commit(long newVersion, String changelogPath, String id, String baseId) {
         ahead.drop();
         flush();
         FrameReader r;
         try {
-            r = call(Requests.commit(handle, newVersion, changelogPath));
+            r = call(Requests.commit(handle, newVersion, changelogPath, id, baseId));
         } finally {
             ended = true; // COMMIT ends the transaction, and a failed one leaves it unusable
             spareBatch = null;
         }
         Reply.Committed c = Replies.decode(() -> Reply.commit(r));
         metrics.workerMetrics(c.metrics);
-        return new Committed(c.numKeys, c.fileBytes, c.memoryUsedBytes, c.snapshotWanted);
+        return new Committed(c.numKeys, c.fileBytes, c.memoryUsedBytes, c.snapshotWanted, c.changelogName);
     }
 
     /** Write records this transaction made (puts and removes). */
