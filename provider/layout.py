@@ -24,9 +24,10 @@ SST_DIR = "sst"  # a store's SSTs: `<store dir>/sst/<number>-<16 hex>.sst`, shar
 # Spark's RocksDB provider's SSTs in a store directory (`<v>.zip` lists those of version v): a
 # checkpoint migrated between it and ttlstate holds both providers' files
 ROCKSDB_PROVIDER_SST_DIR = "SSTs"
-_V1 = re.compile(r"^(\d+)\.(changelog|manifest)$")
-_V2_CHANGELOG = re.compile(r"^(\d+)_([^_./]+)_([^_./]+)\.changelog$")
-_V2_MANIFEST = re.compile(r"^(\d+)_([^_./]+)\.manifest$")
+# whole names, ASCII digits only (`5.changelog\n` or Arabic-Indic digits name no state file)
+_V1 = re.compile(r"(\d+)\.(changelog|manifest)", re.ASCII)
+_V2_CHANGELOG = re.compile(r"(\d+)_([^_./]+)_([^_./]+)\.changelog", re.ASCII)
+_V2_MANIFEST = re.compile(r"(\d+)_([^_./]+)\.manifest", re.ASCII)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,13 +42,13 @@ class FileName:
 
 def parse(name: str) -> FileName | None:
     """What `name` says, or None if it names no state file."""
-    m = _V1.match(name)
+    m = _V1.fullmatch(name)
     if m:
         return FileName(int(m.group(1)), m.group(2), None, None)
-    m = _V2_CHANGELOG.match(name)
+    m = _V2_CHANGELOG.fullmatch(name)
     if m:
         return FileName(int(m.group(1)), CHANGELOG, m.group(2), m.group(3))
-    m = _V2_MANIFEST.match(name)
+    m = _V2_MANIFEST.fullmatch(name)
     if m:
         return FileName(int(m.group(1)), MANIFEST, m.group(2), None)
     return None

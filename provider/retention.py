@@ -7,7 +7,8 @@ their load plans need are retained. A manifest or changelog of the format no pla
 when its version is below `keep_from`, and a manifest also when it is not newer than the oldest
 plan's manifest; a changelog of a retained version stays, as Spark's change feed of that
 version reads it (docs/decisions/094-state-rules-audit.md (g)). A plan that cannot be made (a
-file missing) keeps everything. Files of the other format are left alone.
+file missing) keeps everything. Manifests and changelogs of the other format are never
+deleted (the SSTs only their manifests name are not kept for them).
 
 Spark's limits on one pass apply on top (docs/decisions/057-cleanup-pass-limits.md, 094 (f)):
 a pass that would delete fewer than `minVersionsToDelete` versions deletes nothing; of more

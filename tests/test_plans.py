@@ -438,3 +438,15 @@ def test_a_real_worker_answers_the_plan_vectors_as_replies_tsv_says():
         assert c2.call(_plan_request(p.PLAN_RETENTION, False, 0, "", 0, 5, 0, -1, v1(20, 16))).u8() == p.PLANNED
     finally:
         svc.stop()
+
+
+def test_only_whole_ascii_names_are_state_files():
+    """A stray `5.changelog\\n` or a name in other digits names no state file, so it cannot
+    stand in for `5.changelog` in a plan (the JVM's regular expressions matched whole ASCII
+    names too)."""
+    for name in ("5.changelog\n", "\u0665.changelog", "5_a_b.changelog\n", "5_a.manifest\n", " 5.manifest"):
+        assert layout.parse(name) is None, repr(name)
+    files = [("4.changelog", 1), ("5.changelog", 2), ("5.changelog\n", 3)]
+    files = [("1.changelog", 0), ("2.changelog", 0), ("3.changelog", 0)] + files
+    planned = plans.answer(p.PLAN_LOAD, False, 5, "", 0, 0, 0, 0, files)
+    assert names([i for i, _ in planned.changelogs], files)[-1] == "5.changelog"

@@ -55,6 +55,7 @@ def test_a_stopped_sessions_stores_are_maintained_without_warnings(spark, restar
     text = log.text
     assert "ck-first" in text, text[-3000:]  # the stale stores were maintained while captured
     assert "WARN" not in text and "ERROR" not in text, text[-5000:]
-    # their cleanup still deleted SSTs: the manifests they had read name them, no worker needed
+    # their cleanup still deleted SSTs: a worker of the running service planned it (their own
+    # connection is gone; docs/decisions/110-worker-plans-checkpoint-files.md)
     stale_cleanups = [line for line in text.splitlines() if STALE_CLEANUP in line]
     assert stale_cleanups and not any("no SSTs" in line for line in stale_cleanups), text[-5000:]

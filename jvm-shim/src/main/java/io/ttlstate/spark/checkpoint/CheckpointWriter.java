@@ -40,7 +40,7 @@ final class CheckpointWriter {
      */
     void uploadChangelog(java.nio.file.Path local, String name, long version, boolean v2, StoreMetrics metrics,
                          List<Path> written) throws IOException {
-        Path target = files.stateFilePath(name);
+        Path target = files.stateFilePath(workerNamed(name, version));
         ownPath(target, v2, written);
         FileStatus st = files.upload(local, target, version);
         store.listingGate.uploaded(st);
@@ -73,6 +73,15 @@ final class CheckpointWriter {
             throw new CheckpointWriteException(stale, version, files.store(), "cannot delete the "
                     + (manifest ? "manifest" : "changelog") + " of an earlier attempt at this version: " + e, e);
         }
+    }
+
+    /** {@code name}, a state file's name the worker gave, checked to be a plain file name. */
+    private String workerNamed(String name, long version) throws IOException {
+        if (name == null || name.isEmpty() || name.indexOf('/') >= 0 || name.startsWith(".")) {
+            throw new CheckpointWriteException(files.stateFilePath("?"), version, files.store(),
+                    "the worker named the file '" + name + "', not a plain file name", null);
+        }
+        return name;
     }
 
     /**
@@ -118,7 +127,7 @@ final class CheckpointWriter {
                 metrics.uploaded(st.getLen());
                 bytes += st.getLen();
             }
-            Path target = files.stateFilePath(s.manifestName);
+            Path target = files.stateFilePath(workerNamed(s.manifestName, version));
             ownPath(target, id != null, written);
             FileStatus manifest = files.upload(s.manifest, target, version);
             store.listingGate.uploaded(manifest);

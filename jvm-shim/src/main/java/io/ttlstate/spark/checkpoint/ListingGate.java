@@ -10,9 +10,9 @@ import org.apache.hadoop.fs.FileStatus;
  * plus the changelogs and manifests this store uploaded since, and asks a worker for the
  * retention plan of that: when the plan deletes nothing, a pass over the real listing would
  * delete nothing of the store's own either, so it does not list. It lists after a pass that was
- * not complete ({@link Retention#complete}: it left stale versions, or could not plan), after a
- * failed write of the store's own (a temp file or an orphan SST it may have left), and when
- * there is no worker to ask. Files another process wrote (an earlier run, a zombie task) are
+ * not complete ({@link Retention#complete}: it left stale versions, or could not plan) and after
+ * a failed write of the store's own (a temp file or an orphan SST it may have left); without a
+ * worker to plan, a cleanup neither asks it nor lists. Files another process wrote (an earlier run, a zombie task) are
  * found by the next pass that lists: the first after a load always does. Thread-safe.
  */
 final class ListingGate {

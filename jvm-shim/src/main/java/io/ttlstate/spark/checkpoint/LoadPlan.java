@@ -1,6 +1,5 @@
 package io.ttlstate.spark.checkpoint;
 
-import java.util.ArrayList;
 import java.util.List;
 
 import org.apache.hadoop.fs.FileStatus;
@@ -40,16 +39,6 @@ final class LoadPlan {
 
     long manifestVersion() {
         return manifestVersion;
-    }
-
-    /** The manifest (if any) and the changelogs. */
-    List<FileStatus> files() {
-        List<FileStatus> all = new ArrayList<>(changelogs.size() + 1);
-        if (manifest != null) {
-            all.add(manifest);
-        }
-        changelogs.forEach(c -> all.add(c.status));
-        return all;
     }
 
     @Override

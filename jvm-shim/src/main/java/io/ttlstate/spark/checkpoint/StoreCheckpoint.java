@@ -186,16 +186,23 @@ public final class StoreCheckpoint {
      * Deletes what recovering the last {@code minVersionsToRetain} versions does not need (a
      * worker's retention plan, {@link Retention}, within Spark's {@code minVersionsToDelete} and
      * {@code maxVersionsToDelete} per pass), then prunes the local cache. Without a worker
-     * connection ({@code conn} null) nothing is planned and nothing deleted. SSTs are only
-     * deleted when the SSTs of every retained manifest are known (read before or now); returns
-     * the files deleted.
+     * connection ({@code conn} null), or when the worker fails to plan (logged), nothing is
+     * deleted this pass. SSTs are only deleted when the SSTs of every retained manifest are
+     * known (read before or now); returns the files deleted.
      */
     public int cleanup(int minVersionsToRetain, long minVersionsToDelete, int maxVersionsToDelete,
                        WorkerConnection conn) throws IOException {
         long failedWrites = files.failedWrites();
         LocalFileCache c = store.cache;
-        if (conn == null || !store.listingGate.mustList(l -> CheckpointPlans.retention(conn, l, store.v2,
-                minVersionsToRetain, minVersionsToDelete, -1), failedWrites)) {
+        boolean mustList;
+        try {
+            mustList = conn != null && store.listingGate.mustList(l -> CheckpointPlans.retention(conn, l, store.v2,
+                    minVersionsToRetain, minVersionsToDelete, -1), failedWrites);
+        } catch (RuntimeException e) {
+            mustList = false;
+            unplanned(e);
+        }
+        if (!mustList) {
             // no listing (on an object store billed requests): nothing can be stale yet
             // (docs/decisions/105-object-store-puts-and-listings.md), or no worker to plan
             if (c != null) {
@@ -210,8 +217,14 @@ public final class StoreCheckpoint {
         long listedAt = System.currentTimeMillis();
         CheckpointFiles.Listing listing = files.list();
         CheckpointFiles.SstListing sstListing = files.listSsts();
-        Retention r = CheckpointPlans.retention(conn, listing, store.v2, minVersionsToRetain, minVersionsToDelete,
-                maxVersionsToDelete);
+        Retention r;
+        try {
+            r = CheckpointPlans.retention(conn, listing, store.v2, minVersionsToRetain, minVersionsToDelete,
+                    maxVersionsToDelete);
+        } catch (RuntimeException e) {
+            unplanned(e);
+            return 0;
+        }
         Set<String> referenced = referencedSsts(conn, r.retainedManifests);
         List<FileStatus> delete = new ArrayList<>(r.deletable);
         delete.addAll(r.deletableTemps(listing.temps));
@@ -247,6 +260,16 @@ public final class StoreCheckpoint {
                     files.store(), r.keepFrom, deleted.size(), ssts, pruned);
         }
         return deleted.size();
+    }
+
+    /**
+     * A worker failed to plan a cleanup pass (a stopped or restarting service, a timeout): the
+     * pass deletes nothing, as one that could not read a manifest deletes no SST; the next
+     * pass plans again (the gate keeps what it knew).
+     */
+    private void unplanned(RuntimeException e) {
+        LOG.warn("Cleanup of {} deletes nothing this pass: the worker could not plan it ({})", files.store(),
+                e.toString());
     }
 
     /**
