@@ -188,32 +188,63 @@ def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, cas
         assert any(reference[2][q]["batches"].values()), q
 
 
+def _single_cpu_steps(pid: int):
+    """Pins `pid` and this process to one CPU, this process under SCHED_FIFO, so that `pid` runs
+    only while this process sleeps and is stopped as soon as it wakes; returns the function that
+    undoes it, or None where the scheduler refuses (then the slices are as long as the machine's
+    load makes them)."""
+    cpus = os.sched_getaffinity(0)
+    cpu = min(cpus)
+    try:
+        os.sched_setaffinity(pid, {cpu})
+        os.sched_setaffinity(0, {cpu})
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except OSError:
+        os.sched_setaffinity(0, cpus)
+        return None
+
+    def undo():
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        os.sched_setaffinity(0, cpus)
+    return undo
+
+
 def _migrate_killed(ck: str, to: str, reached, tmp_dir=None, before_switch: bool = True, step_from=None) -> bool:
     """Runs a migration of `ck` to `to` (with TMPDIR=`tmp_dir`, if given) and SIGKILLs it as soon
     as `reached()`; asserts the offset log still names the source (unless not `before_switch`)
     and that no process it started (its Spark JVM) outlives it. Returns whether it switched.
     Once `step_from()` (if given), the command runs in slices of tens of microseconds, stopped while
     `reached()` is checked: moving a few small files and switching took less than one check of 2 ms
-    and less than a slice of one."""
+    and less than a slice of one. The slices are bounded by the scheduler (`_single_cpu_steps`):
+    on a loaded machine this process was preempted between SIGCONT and the next SIGSTOP, and the
+    command ran for a whole time slice (CI20: "the kill came after the switch")."""
     last = _last_offset(ck)
     provider = _offset_conf(ck, last)[PROVIDER_KEY]
     proc = subprocess.Popen([sys.executable, "-m", "ttlstate", "migrate", ck, "--to", to],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=tmpdir_env(tmp_dir))
     deadline = time.monotonic() + 300
     stepping = False
-    while True:
-        if step_from is not None and not stepping and step_from():
-            stepping = True
-        if stepping:
-            proc.send_signal(signal.SIGSTOP)
-        if reached():
-            break
-        assert proc.poll() is None and time.monotonic() < deadline, f"migrate ended first ({proc.returncode})"
-        if stepping:
-            proc.send_signal(signal.SIGCONT)  # and stopped again at the top: a slice of tens of µs
-        else:
-            time.sleep(0.002)
-    proc.send_signal(signal.SIGSTOP)  # at once: reading /proc for its children takes a while
+    steps = None
+    try:
+        while True:
+            if step_from is not None and not stepping and step_from():
+                stepping = True
+                steps = _single_cpu_steps(proc.pid)
+            if stepping:
+                proc.send_signal(signal.SIGSTOP)
+            if reached():
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, f"migrate ended first ({proc.returncode})"
+            if stepping:
+                proc.send_signal(signal.SIGCONT)  # and stopped again at the top: a slice of tens of µs
+                if steps is not None:
+                    time.sleep(50e-6)  # the command runs on this CPU until this process wakes
+            else:
+                time.sleep(0.002)
+        proc.send_signal(signal.SIGSTOP)  # at once: reading /proc for its children takes a while
+    finally:
+        if steps is not None:
+            steps()
     children = [pid for pid, ppid, _ in cluster._processes() if ppid == proc.pid]
     proc.send_signal(signal.SIGKILL)
     proc.wait()

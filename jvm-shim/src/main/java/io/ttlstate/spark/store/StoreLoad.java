@@ -35,7 +35,7 @@ import org.slf4j.LoggerFactory;
  */
 final class StoreLoad {
     private static final Logger LOG = LoggerFactory.getLogger(RemoteStore.class); // logs as its store
-    static final long RECONNECT_MILLIS = 15_000;
+    private static final long RECONNECT_MILLIS = 15_000;
     static final String SKIP_NULLS_KEY = "spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled";
 
     private final RemoteStore store;

@@ -34,6 +34,9 @@ import scala.Option;
 final class StoreMaintenance {
     private static final Logger LOG = LoggerFactory.getLogger(RemoteStore.class);
 
+    /** How long a stopped session's store's cleanup waits for a worker of the running service. */
+    private static final long PLANNER_CONNECT_MILLIS = 2_000;
+
     private final RemoteStore store;
     private final StateStoreId stateStoreId;
     private final StateStoreConf storeConf;
@@ -192,13 +195,14 @@ final class StoreMaintenance {
      * are a worker's and need no store; null if no service runs.
      */
     private WorkerConnection plannerConnection() {
+        // a short wait: the maintenance thread serves every store of the executor
         PythonService service = PythonService.currentOrNull();
         if (service == null || !service.isUsable()) {
             return null;
         }
         try {
             return WorkerConnection.open(service, StoreLoad.workerFor(stateStoreId, service.workers()),
-                    StoreLoad.RECONNECT_MILLIS);
+                    PLANNER_CONNECT_MILLIS);
         } catch (RuntimeException e) {
             LOG.debug("No worker to plan the cleanup of {}", stateStoreId, e);
             return null;
