@@ -169,7 +169,7 @@ final class CheckpointLoader {
                 l -> CheckpointPlans.changelogs(conn, l, files.dir(), from, to, id, store.v2 || id != null, what));
         LocalFileCache c = store.requireCache();
         List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
-        for (LoadPlan.Changelog f : range.changelogs) {
+        for (StateFile f : range.changelogs) {
             transfers.add(() -> store.fetch(c, f.status, metrics));
         }
         List<LocalFileCache.Entry> got = TransferPool.runAll(transfers);
@@ -187,11 +187,11 @@ final class CheckpointLoader {
         java.nio.file.Path manifest = null;
         List<CheckpointRequests.Sst> ssts = List.of();
         if (plan.manifest != null) {
-            LocalFileCache.Entry m = store.fetch(c, plan.manifest, metrics);
+            LocalFileCache.Entry m = store.fetch(c, plan.manifest.status, metrics);
             used.add(m);
-            remotes.put(m.path, plan.manifest.getPath());
+            remotes.put(m.path, plan.manifest.status.getPath());
             manifest = m.path;
-            ssts = store.ssts(conn, plan.manifest, plan.manifestVersion(), m.path);
+            ssts = store.ssts(conn, plan.manifest, m.path);
         }
         List<TransferPool.Transfer<LocalFileCache.Entry>> transfers = new ArrayList<>();
         for (CheckpointRequests.Sst sst : ssts) {
@@ -204,7 +204,7 @@ final class CheckpointLoader {
                 }
             });
         }
-        for (LoadPlan.Changelog f : plan.changelogs) {
+        for (StateFile f : plan.changelogs) {
             transfers.add(() -> store.fetch(c, f.status, metrics));
         }
         List<LocalFileCache.Entry> got = TransferPool.runAll(transfers);

@@ -72,9 +72,9 @@ final class CheckpointPlans {
         for (int i : p.deletable) {
             deletable.add(listed(listing, i));
         }
-        List<Retention.Manifest> manifests = new ArrayList<>(p.retainedManifests.length);
+        List<StateFile> manifests = new ArrayList<>(p.retainedManifests.length);
         for (int i = 0; i < p.retainedManifests.length; i++) {
-            manifests.add(new Retention.Manifest(listed(listing, p.retainedManifests[i]), p.retainedManifestVersions[i]));
+            manifests.add(new StateFile(listed(listing, p.retainedManifests[i]), p.retainedManifestVersions[i]));
         }
         return new Retention(p.keepFrom, deletable, manifests, p.oldestRetainedMs, p.complete);
     }
@@ -91,16 +91,16 @@ final class CheckpointPlans {
         if (p.outcome == Op.PLAN_NO_CHANGELOG) {
             throw new NoChangelogException(what, p.noChangelogVersion);
         }
-        List<LoadPlan.Changelog> changelogs = new ArrayList<>(p.changelogs.length);
+        List<StateFile> changelogs = new ArrayList<>(p.changelogs.length);
         for (int i = 0; i < p.changelogs.length; i++) {
-            changelogs.add(new LoadPlan.Changelog(p.changelogVersions[i], listed(listing, p.changelogs[i])));
+            changelogs.add(new StateFile(listed(listing, p.changelogs[i]), p.changelogVersions[i]));
         }
         java.util.Map<String, FileStatus> later = new java.util.concurrent.ConcurrentHashMap<>();
         for (int i = 0; i < p.later.length; i++) {
             later.put(attemptKey(p.laterVersions[i], p.laterManifests[i]), listed(listing, p.later[i]));
         }
-        FileStatus manifest = p.manifest < 0 ? null : listed(listing, p.manifest);
-        return new Planned(new LoadPlan(version, p.id, manifest, p.manifestVersion, changelogs), later);
+        StateFile manifest = p.manifest < 0 ? null : new StateFile(listed(listing, p.manifest), p.manifestVersion);
+        return new Planned(new LoadPlan(version, p.id, manifest, changelogs), later);
     }
 
     private static FrameWriter request(int purpose, boolean v2, long version, String id, long from,

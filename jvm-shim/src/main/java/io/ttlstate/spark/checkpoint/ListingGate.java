@@ -12,8 +12,9 @@ import org.apache.hadoop.fs.FileStatus;
  * delete nothing of the store's own either, so it does not list. It lists after a pass that was
  * not complete ({@link Retention#complete}: it left stale versions, or could not plan) and after
  * a failed write of the store's own (a temp file or an orphan SST it may have left); without a
- * worker to plan, a cleanup neither asks it nor lists. Files another process wrote (an earlier run, a zombie task) are
- * found by the next pass that lists: the first after a load always does. Thread-safe.
+ * worker to plan, a cleanup neither asks it nor lists. Files another process wrote (an earlier
+ * run, a zombie task) are found by the next pass that lists: the first after a load always
+ * does. Thread-safe.
  */
 final class ListingGate {
     private CheckpointFiles.Listing known; // null: no complete pass yet

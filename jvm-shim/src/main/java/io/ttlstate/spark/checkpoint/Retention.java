@@ -15,20 +15,9 @@ import org.apache.hadoop.fs.FileStatus;
  * snapshot still being written).
  */
 final class Retention {
-    /** A retained manifest: its file and version. */
-    static final class Manifest {
-        final FileStatus status;
-        final long version;
-
-        Manifest(FileStatus status, long version) {
-            this.status = status;
-            this.version = version;
-        }
-    }
-
     final long keepFrom;
     final List<FileStatus> deletable;
-    final List<Manifest> retainedManifests;
+    final List<StateFile> retainedManifests;
     /** Modification time of the oldest retained file ({@code Long.MIN_VALUE}: none); nothing younger is deleted. */
     final long oldestRetainedMtime;
     /**
@@ -38,7 +27,7 @@ final class Retention {
      */
     final boolean complete;
 
-    Retention(long keepFrom, List<FileStatus> deletable, List<Manifest> retainedManifests, long oldestRetainedMtime,
+    Retention(long keepFrom, List<FileStatus> deletable, List<StateFile> retainedManifests, long oldestRetainedMtime,
               boolean complete) {
         this.keepFrom = keepFrom;
         this.deletable = deletable;

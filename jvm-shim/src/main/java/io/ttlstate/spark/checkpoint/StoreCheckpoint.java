@@ -275,13 +275,13 @@ public final class StoreCheckpoint {
     /**
      * The SSTs the retained manifests reference, or null if one of them cannot be read (logged).
      */
-    private Set<String> referencedSsts(WorkerConnection conn, List<Retention.Manifest> manifests) {
+    private Set<String> referencedSsts(WorkerConnection conn, List<StateFile> manifests) {
         LocalFileCache c = store.cache;
         if (c == null) {
             return null;
         }
         Set<String> out = new HashSet<>();
-        for (Retention.Manifest m : manifests) {
+        for (StateFile m : manifests) {
             List<CheckpointRequests.Sst> known = store.manifestSsts.get(LocalFileCache.key(m.status));
             if (known != null) {
                 known.forEach(s -> out.add(s.name));
@@ -290,7 +290,7 @@ public final class StoreCheckpoint {
             LocalFileCache.Entry local = null;
             try {
                 local = c.stateFile(m.status, l -> files.download(m.status.getPath(), m.status.getLen(), l));
-                store.ssts(conn, m.status, m.version, local.path).forEach(s -> out.add(s.name));
+                store.ssts(conn, m, local.path).forEach(s -> out.add(s.name));
             } catch (IOException | RuntimeException e) {
                 if (local != null && e instanceof WorkerException
                         && ErrorClasses.CORRUPT_FILE.equals(((WorkerException) e).errorClass())) {

@@ -59,16 +59,12 @@ final class StoreFiles {
         return e;
     }
 
-    /**
-     * The SSTs {@code manifest}, of version {@code version}, references (MANIFEST_FILES on its
-     * local copy, asked once per file).
-     */
-    List<CheckpointRequests.Sst> ssts(WorkerConnection conn, FileStatus manifest, long version,
-                                      java.nio.file.Path local) {
-        String key = LocalFileCache.key(manifest);
+    /** The SSTs {@code manifest} references (MANIFEST_FILES on its local copy, asked once per file). */
+    List<CheckpointRequests.Sst> ssts(WorkerConnection conn, StateFile manifest, java.nio.file.Path local) {
+        String key = LocalFileCache.key(manifest.status);
         List<CheckpointRequests.Sst> ssts = manifestSsts.get(key);
         if (ssts == null) {
-            ssts = CheckpointRequests.manifestFiles(conn, local, version);
+            ssts = CheckpointRequests.manifestFiles(conn, local, manifest.version);
             manifestSsts.put(key, ssts);
         }
         return ssts;

@@ -383,6 +383,12 @@ public final class Reply {
             this.missingMessage = missingMessage;
             this.noChangelogVersion = noChangelogVersion;
         }
+
+        /** A plan that could not be made ({@link Op#PLAN_MISSING}, {@link Op#PLAN_NO_CHANGELOG}): no files. */
+        private static Plan failed(int outcome, String missingPattern, String missingMessage, long noChangelogVersion) {
+            return new Plan(outcome, null, 0, -1, new int[0], new long[0], new int[0], new long[0], new boolean[0],
+                    missingPattern, missingMessage, noChangelogVersion);
+        }
     }
 
     /** PLAN of retention: what a cleanup pass deletes, by index in the request's listing. */
@@ -441,12 +447,9 @@ public final class Reply {
                     laterVersions, laterManifests, null, null, -1);
         } else if (outcome == Op.PLAN_MISSING) {
             String pattern = r.str();
-            String message = r.str();
-            p = new Plan(outcome, null, 0, -1, new int[0], new long[0], new int[0], new long[0], new boolean[0],
-                    pattern, message, -1);
+            p = Plan.failed(outcome, pattern, r.str(), -1);
         } else if (outcome == Op.PLAN_NO_CHANGELOG) {
-            p = new Plan(outcome, null, 0, -1, new int[0], new long[0], new int[0], new long[0], new boolean[0],
-                    null, null, r.i64());
+            p = Plan.failed(outcome, null, null, r.i64());
         } else {
             throw new ProtocolException("unknown PLAN outcome " + outcome);
         }
