@@ -98,6 +98,11 @@ class Listing(list):
         self.v2 = {(f.kind, f.version, f.id): f for f in self if f.id is not None}
         self.v1_manifests = sorted(v for k, v in self.v1 if k == MANIFEST)
 
+    def get(self, kind: str, version: int, id: str | None = None):
+        """The listed file of `kind` and `version`: format v1 if `id` is None, else the v2 one of
+        that id; None if not listed."""
+        return self.v1.get((kind, version)) if id is None else self.v2.get((kind, version, id))
+
 
 def _listing(files) -> Listing:
     return files if isinstance(files, Listing) else Listing(files)
@@ -129,27 +134,20 @@ def newest_v2(files, version: int):
 
 
 def _plan_v1(files: Listing, version: int) -> Plan:
-    v1 = files.v1
     below = bisect.bisect_right(files.v1_manifests, version)
     base = files.v1_manifests[below - 1] if below else 0
-    changelogs = []
-    for v in range(base + 1, version + 1):
-        f = v1.get((CHANGELOG, v))
-        if f is None:
-            raise MissingFile(name(v, CHANGELOG), v, version)
-        changelogs.append(f)
-    return Plan(version, v1[MANIFEST, base] if below else None, tuple(changelogs))
+    logs, _, _ = changelogs(files, base + 1, version, v2=False)
+    return Plan(version, files.get(MANIFEST, base) if below else None, logs)
 
 
 def _plan_v2(files: Listing, version: int, id: str) -> Plan:
-    by_id = files.v2
     changelogs = []
     v, vid = version, id
     while v > 0:
-        m = by_id.get((MANIFEST, v, vid))
+        m = files.get(MANIFEST, v, vid)
         if m is not None:
             return Plan(version, m, tuple(reversed(changelogs)), id)
-        c = by_id.get((CHANGELOG, v, vid))
+        c = files.get(CHANGELOG, v, vid)
         if c is None:
             raise MissingFile(f"{v}_{vid}_*.changelog", v, version)
         changelogs.append(c)
@@ -163,26 +161,26 @@ def changelogs(files, first: int, version: int, id: str | None = None,
     format v1 each version's, format v2 those of the lineage of `(version, id)` (None: the
     most recently written file of `version`); with the id of `version` and of `first - 1`
     (None in v1). Raises MissingFile naming the first one missing."""
+    files = _listing(files)
     if v2 is None:
         v2 = id is not None or any(f.id is not None and f.version == version for f in files)
     if not v2:
-        v1 = {f.version: f for f in files if f.id is None and f.kind == CHANGELOG}
         out = []
         for v in range(max(first, 1), version + 1):
-            if v not in v1:
+            f = files.get(CHANGELOG, v)
+            if f is None:
                 raise MissingFile(name(v, CHANGELOG), v, version)
-            out.append(v1[v])
+            out.append(f)
         return tuple(out), None, None
     if id is None and version > 0:
         newest = newest_v2(files, version)
         if newest is None:
             raise MissingFile(f"{version}_*", version, version)
         id = newest.id
-    by_id = {(f.version, f.id): f for f in files if f.id is not None and f.kind == CHANGELOG}
     out = []
     vid = id
     for v in range(version, max(first, 1) - 1, -1):
-        c = by_id.get((v, vid))
+        c = files.get(CHANGELOG, v, vid)
         if c is None:
             raise MissingFile(f"{v}_{vid}_*.changelog", v, version)
         out.append(c)
@@ -199,13 +197,14 @@ def plan_from_snapshot(files, snapshot_version: int, version: int, id: str | Non
     changelog)."""
     if not 0 <= snapshot_version <= version:
         raise ValueError(f"cannot replay version {version} from the snapshot of version {snapshot_version}")
+    files = _listing(files)
     logs, id, base_id = changelogs(files, snapshot_version + 1, version, id, v2)
     if v2 is None:
         v2 = id is not None
     if snapshot_version == 0:
         return Plan(version, None, logs, id)
     snapshot_id = base_id if v2 else None
-    m = {(f.version, f.id): f for f in files if f.kind == MANIFEST}.get((snapshot_version, snapshot_id))
+    m = files.get(MANIFEST, snapshot_version, snapshot_id)
     if m is None:
         raise MissingSnapshot(name(snapshot_version, MANIFEST, snapshot_id), snapshot_version, version)
     return Plan(version, m, logs, id)
