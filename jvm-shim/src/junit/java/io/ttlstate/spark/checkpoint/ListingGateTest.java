@@ -81,4 +81,26 @@ class ListingGateTest {
         gate.listed(Listings.of(Listings.status("3.manifest", 3500)), true, 0);
         assertFalse(gate.mustList(plan, 0));
     }
+
+    @Test
+    void anUploadMadeWhileAPassListsIsKeptForTheNextPlan() {
+        // CI21: a cleanup listed, commit 50 uploaded its changelog, the pass ended with a
+        // listing without it; the gate then planned retention as if version 49 were the newest,
+        // so 45.changelog, stale after commit 50, was never deleted
+        ListingGate gate = new ListingGate();
+        Planner plan = new Planner();
+        gate.listed(Listings.of(Listings.status("1.changelog", 1000)), true, 0);
+        gate.listing();
+        gate.uploaded(Listings.status("2.manifest", 2000)); // after the pass's listing was taken
+        gate.listed(Listings.of(Listings.status("1.changelog", 1000)), true, 0);
+        assertTrue(gate.mustList(plan, 0), "manifest 2 makes changelog 1 stale");
+        assertEquals(Set.of("1.changelog", "2.manifest"), plan.asked.get(0));
+
+        gate.listing();
+        gate.listingAbandoned(); // a pass that could not plan: later uploads are not kept for it
+        gate.listed(Listings.of(Listings.status("2.manifest", 2000)), true, 0);
+        gate.uploaded(Listings.status("3.changelog", 3000));
+        assertFalse(gate.mustList(plan, 0));
+        assertEquals(Set.of("2.manifest", "3.changelog"), plan.asked.get(1));
+    }
 }

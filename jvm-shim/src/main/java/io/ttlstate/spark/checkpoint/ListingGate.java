@@ -1,5 +1,7 @@
 package io.ttlstate.spark.checkpoint;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.function.Function;
 
 import org.apache.hadoop.fs.FileStatus;
@@ -14,22 +16,47 @@ import org.apache.hadoop.fs.FileStatus;
  * a failed write of the store's own (a temp file or an orphan SST it may have left); without a
  * worker to plan, a cleanup neither asks it nor lists. Files another process wrote (an earlier
  * run, a zombie task) are found by the next pass that lists: the first after a load always
- * does. Thread-safe.
+ * does. An upload made while a pass lists and deletes is not in that pass's listing, so it is
+ * added to what the pass left ({@link #listing}). Thread-safe.
  */
 final class ListingGate {
     private CheckpointFiles.Listing known; // null: no complete pass yet
     private long failedWritesAtPass;
+    private List<FileStatus> uploadedWhileListing; // null: no pass is listing
 
-    /** A listing pass ended: what its listing showed minus what it deleted. */
+    /**
+     * A pass is about to list: until it ends ({@link #listed}, or {@link #listingAbandoned}),
+     * this store's uploads are kept for it, since its listing may have been taken before them.
+     */
+    synchronized void listing() {
+        uploadedWhileListing = new ArrayList<>();
+    }
+
+    /**
+     * A listing pass ended: what its listing showed minus what it deleted, plus what this store
+     * uploaded meanwhile.
+     */
     synchronized void listed(CheckpointFiles.Listing remaining, boolean complete, long failedWrites) {
+        if (uploadedWhileListing != null) {
+            uploadedWhileListing.forEach(remaining::put);
+        }
+        uploadedWhileListing = null;
         known = complete ? remaining : null;
         failedWritesAtPass = failedWrites;
+    }
+
+    /** A pass that began listing ended without a result (it failed to list or to plan). */
+    synchronized void listingAbandoned() {
+        uploadedWhileListing = null;
     }
 
     /** This store uploaded a changelog or manifest ({@code status}). */
     synchronized void uploaded(FileStatus status) {
         if (known != null) {
             known.put(status);
+        }
+        if (uploadedWhileListing != null) {
+            uploadedWhileListing.add(status);
         }
     }
 

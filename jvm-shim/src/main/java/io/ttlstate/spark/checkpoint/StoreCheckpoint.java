@@ -214,6 +214,26 @@ public final class StoreCheckpoint {
             }
             return 0;
         }
+        store.listingGate.listing();
+        boolean listed = false;
+        try {
+            int deleted = listAndDelete(minVersionsToRetain, minVersionsToDelete, maxVersionsToDelete, conn, failedWrites);
+            listed = deleted >= 0;
+            return Math.max(deleted, 0);
+        } finally {
+            if (!listed) {
+                store.listingGate.listingAbandoned();
+            }
+        }
+    }
+
+    /**
+     * The listing part of {@link #cleanup}: lists, plans, deletes and tells the gate what is
+     * left; -1 if the worker failed to plan (nothing deleted).
+     */
+    private int listAndDelete(int minVersionsToRetain, long minVersionsToDelete, int maxVersionsToDelete,
+                              WorkerConnection conn, long failedWrites) throws IOException {
+        LocalFileCache c = store.cache;
         long listedAt = System.currentTimeMillis();
         CheckpointFiles.Listing listing = files.list();
         CheckpointFiles.SstListing sstListing = files.listSsts();
@@ -223,7 +243,7 @@ public final class StoreCheckpoint {
                     maxVersionsToDelete);
         } catch (RuntimeException e) {
             unplanned(e);
-            return 0;
+            return -1;
         }
         Set<String> referenced = referencedSsts(conn, r.retainedManifests);
         List<FileStatus> delete = new ArrayList<>(r.deletable);
