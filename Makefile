@@ -81,9 +81,11 @@ cluster-demo: setup
 
 # Tests run in TEST_WORKERS processes (pytest-xdist; 0: in pytest's own process), one test file
 # per process at a time: a Spark query spends much of each micro-batch waiting, so two files at
-# once on 2 cores take far less than twice as long as one.
+# once on 2 cores take far less than twice as long as one. Files are handed out in collection
+# order, slowest first (tests/conftest.py): --no-loadscope-reorder keeps xdist from sorting them
+# by their number of tests instead, which left the long few-test files (S3, Kafka, YARN) to the end.
 TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS) --dist loadfile
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The JVM unit tests (JUnit 5, jvm-shim/src/junit/java: the shim's classes that need no Spark
 # session and no Python), in seconds; `make test` and `make test-quick` run them before pytest.
