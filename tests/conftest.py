@@ -212,8 +212,8 @@ def pytest_unconfigure(config):
 # `python buildsys/test_times.py REPORT --write-schedule tests/file_times.json`). pytest-xdist's
 # `--dist loadfile --no-loadscope-reorder` (the Makefile's XDIST) hands out files in collection
 # order, so the long files start first and the short ones fill in at the end, and the two workers
-# finish together (without the flag xdist orders files by their number of tests). A file not in the table
-# counts as slow (it starts early); the order of tests inside a file does not change.
+# finish together (without the flag xdist orders files by their number of tests). A file not in
+# the table counts as slow (it starts early); the order of tests inside a file does not change.
 
 _FILE_TIMES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "file_times.json")
 

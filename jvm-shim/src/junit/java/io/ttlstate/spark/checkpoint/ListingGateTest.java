@@ -97,7 +97,7 @@ class ListingGateTest {
         assertEquals(Set.of("1.changelog", "2.manifest"), plan.asked.get(0));
 
         gate.listing();
-        gate.listingAbandoned(); // a pass that could not plan: later uploads are not kept for it
+        gate.listingEnded(); // a pass that could not plan: later uploads are not kept for it
         gate.listed(Listings.of(Listings.status("2.manifest", 2000)), true, 0);
         gate.uploaded(Listings.status("3.changelog", 3000));
         assertFalse(gate.mustList(plan, 0));

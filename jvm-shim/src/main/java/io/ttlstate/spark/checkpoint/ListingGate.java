@@ -25,8 +25,9 @@ final class ListingGate {
     private List<FileStatus> uploadedWhileListing; // null: no pass is listing
 
     /**
-     * A pass is about to list: until it ends ({@link #listed}, or {@link #listingAbandoned}),
-     * this store's uploads are kept for it, since its listing may have been taken before them.
+     * A pass is about to list: until it ends ({@link #listed}, or {@link #listingEnded} without a
+     * result), this store's uploads are kept for it, since its listing may have been taken before
+     * them.
      */
     synchronized void listing() {
         uploadedWhileListing = new ArrayList<>();
@@ -45,8 +46,8 @@ final class ListingGate {
         failedWritesAtPass = failedWrites;
     }
 
-    /** A pass that began listing ended without a result (it failed to list or to plan). */
-    synchronized void listingAbandoned() {
+    /** A pass that began listing ended, after {@link #listed} or without a result (it failed to list or to plan). */
+    synchronized void listingEnded() {
         uploadedWhileListing = null;
     }
 

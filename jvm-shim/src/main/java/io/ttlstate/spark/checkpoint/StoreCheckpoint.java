@@ -215,21 +215,16 @@ public final class StoreCheckpoint {
             return 0;
         }
         store.listingGate.listing();
-        boolean listed = false;
         try {
-            int deleted = listAndDelete(minVersionsToRetain, minVersionsToDelete, maxVersionsToDelete, conn, failedWrites);
-            listed = deleted >= 0;
-            return Math.max(deleted, 0);
+            return listAndDelete(minVersionsToRetain, minVersionsToDelete, maxVersionsToDelete, conn, failedWrites);
         } finally {
-            if (!listed) {
-                store.listingGate.listingAbandoned();
-            }
+            store.listingGate.listingEnded();
         }
     }
 
     /**
      * The listing part of {@link #cleanup}: lists, plans, deletes and tells the gate what is
-     * left; -1 if the worker failed to plan (nothing deleted).
+     * left (nothing when the worker fails to plan); returns the files deleted.
      */
     private int listAndDelete(int minVersionsToRetain, long minVersionsToDelete, int maxVersionsToDelete,
                               WorkerConnection conn, long failedWrites) throws IOException {
@@ -243,7 +238,7 @@ public final class StoreCheckpoint {
                     maxVersionsToDelete);
         } catch (RuntimeException e) {
             unplanned(e);
-            return -1;
+            return 0;
         }
         Set<String> referenced = referencedSsts(conn, r.retainedManifests);
         List<FileStatus> delete = new ArrayList<>(r.deletable);
