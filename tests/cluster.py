@@ -75,7 +75,23 @@ class Executor:
     pid: int
 
 
-def _processes() -> list[tuple[int, int, str]]:
+class Pid(int):
+    """A pid remembered with its process's start time (clock ticks after boot), so that
+    `alive` does not take a later process that reused the number for it: the kernel's
+    pid_max is 32768 here, and a whole test run wraps around it."""
+
+    def __new__(cls, pid: int, started: int):
+        self = super().__new__(cls, pid)
+        self.started = started
+        return self
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name: [0] state, [1] parent, [19] start."""
+    return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _processes() -> list[tuple[Pid, int, str]]:
     """(pid, parent pid, command line) of every process, read from /proc (whole command
     lines: an executor's runs to tens of kilobytes, more than `ps` shows)."""
     rows = []
@@ -84,10 +100,10 @@ def _processes() -> list[tuple[int, int, str]]:
             continue
         try:
             args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            stat = _stat(int(entry.name))
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
-        rows.append((int(entry.name), ppid, args.strip()))
+        rows.append((Pid(int(entry.name), int(stat[19])), int(stat[1]), args.strip()))
     return rows
 
 
@@ -126,15 +142,13 @@ def service_dir(service_pid: int) -> pathlib.Path | None:
 
 
 def alive(pid: int) -> bool:
+    """Whether `pid` runs; a zombie is dead for our purposes (nobody has reaped it yet),
+    and so is a `Pid` whose number a later process took."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purposes (nobody has reaped it yet)
-    try:
-        return pathlib.Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+        stat = _stat(pid)
     except OSError:
         return False
+    return stat[0] != "Z" and (not isinstance(pid, Pid) or int(stat[19]) == pid.started)
 
 
 def kill(pid: int) -> None:
@@ -149,7 +163,7 @@ def process_report(pids) -> str:
     for pid in pids:
         proc = pathlib.Path(f"/proc/{pid}")
         try:
-            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            stat = _stat(pid)
             wchan = (proc / "wchan").read_text().strip() or "-"
             args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
             stdin = os.readlink(proc / "fd" / "0")
