@@ -1,18 +1,19 @@
 """A PySpark driver of its own (run by tests/test_kafka.py as `python kafka_pipeline.py SPEC`):
-Spark's Kafka connector and ttlstate's jar on `spark.jars`, as a user would run it. The spec's
-`mode`:
+Spark's Kafka connector and ttlstate's jar on `spark.jars`, as a user would run it. In one
+session, each step the spec has, in this order (one driver does several: every driver start
+costs some 13 CPU-seconds of a 2-core machine's test run):
 
-- `produce`: writes `rows` (topic -> JSON strings) to their topics, one batch write each;
-- `run`: runs the aggregation, dropDuplicatesWithinWatermark and the stream-stream join from
+- `rows` (topic -> JSON strings): writes them to their topics, one batch write each;
+- `out`: runs the aggregation, dropDuplicatesWithinWatermark and the stream-stream join from
   topics `events`, `left` and `right` to `<out>-agg`, `<out>-dedup` and `<out>-join`, each until
   the input available at its start is processed (Trigger.AvailableNow), on the spec's provider and
   checkpoints, on the spec's `master` (default `local[2,4]`: failed tasks are retried); with
   `kill_after_batches` = n, once each query has run n batches in this run, while its next one
   runs or starts, SIGKILLs what `kill` names for it (query -> `worker`: a store worker of the
   store service, this driver's or an executor's; `executor`: an executor's JVM);
-- `read`: reads every record of `topics` and writes them to `out_file` as JSON.
+- `topics`: reads every record of them and writes them to `out_file` as JSON.
 
-Prints one `RESULT <json>` line per query or read.
+Prints one `RESULT <json>` line per query (with its name under `query`) and one per write or read.
 """
 
 from __future__ import annotations
@@ -87,8 +88,7 @@ class Killer:
                     return
 
 
-def run(spec: dict):
-    spark = session(spec)
+def run(spark, spec: dict):
     from pyspark.sql import functions as F
     bootstrap = spec["bootstrap"]
     for name, (build, mode, topics) in QUERIES.items():
@@ -107,20 +107,16 @@ def run(spec: dict):
         print("RESULT " + json.dumps({"query": name, "batches": [p["batchId"] for p in progress],
                                       "ttlstate_metrics": st.served_by(progress, st.TTLSTATE),
                                       "killed": killer.killed if killer else []}), flush=True)
-    cluster.stop_session(spark)  # and what a local cluster's workers wrote
 
 
-def produce(spec: dict):
-    spark = session(spec)
+def produce(spark, spec: dict):
     for topic, rows in spec["rows"].items():
         (spark.createDataFrame([(r,) for r in rows], "value string").write.format("kafka")
          .option("kafka.bootstrap.servers", spec["bootstrap"]).option("topic", topic).save())
-    print("RESULT " + json.dumps({t: len(r) for t, r in spec["rows"].items()}), flush=True)
-    spark.stop()
+    print("RESULT " + json.dumps({"written": {t: len(r) for t, r in spec["rows"].items()}}), flush=True)
 
 
-def read(spec: dict):
-    spark = session(spec)
+def read(spark, spec: dict):
     out = {}
     for topic in spec["topics"]:
         df = (spark.read.format("kafka").option("kafka.bootstrap.servers", spec["bootstrap"])
@@ -128,11 +124,17 @@ def read(spec: dict):
         out[topic] = [r.value for r in df.selectExpr("CAST(value AS STRING) AS value").collect()]
     with open(spec["out_file"], "w") as f:
         json.dump(out, f)
-    print("RESULT " + json.dumps({t: len(v) for t, v in out.items()}), flush=True)
-    spark.stop()
+    print("RESULT " + json.dumps({"read": {t: len(v) for t, v in out.items()}}), flush=True)
+
+
+def main(spec: dict):
+    spark = session(spec)
+    for key, step in (("rows", produce), ("out", run), ("topics", read)):
+        if key in spec:
+            step(spark, spec)
+    cluster.stop_session(spark)  # and what a local cluster's workers wrote
 
 
 if __name__ == "__main__":
     with open(sys.argv[1]) as f:
-        spec = json.load(f)
-    {"run": run, "produce": produce, "read": read}[spec["mode"]](spec)
+        main(json.load(f))

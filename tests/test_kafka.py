@@ -53,17 +53,16 @@ def _driver(work, tag: str, spec: dict) -> list[dict]:
     return [json.loads(m) for m in re.findall(r"^RESULT (.*)$", text, re.M)]
 
 
-def _produce(work, broker, inputs: dict, start: int, stop: int):
-    """Writes files start..stop-1 of each topic's input, in one driver."""
-    rows = {topic: [json.dumps(r, sort_keys=True) for f in files[start:stop] for r in f] for topic, files in inputs.items()}
-    _driver(work, f"produce-{start}", dict(mode="produce", bootstrap=broker.bootstrap, rows=rows))
+def _rows(inputs: dict, start: int, stop: int) -> dict:
+    """Files start..stop-1 of each topic's input, for a driver to write before its queries run."""
+    return {topic: [json.dumps(r, sort_keys=True) for f in files[start:stop] for r in f] for topic, files in inputs.items()}
 
 
 def _run(work, broker, provider: str, part: int, **extra) -> dict:
     confs = {st.PROVIDER_CLASS_KEY: provider, **SKIP_NULLS, **(TTL if provider == TTLSTATE else {})}
-    spec = dict(mode="run", bootstrap=broker.bootstrap, out=_out(provider), confs=confs,
+    spec = dict(bootstrap=broker.bootstrap, out=_out(provider), confs=confs,
                 checkpoint=str(work / f"ck-{_out(provider)}"), **extra)
-    return {r["query"]: r for r in _driver(work, f"run-{_out(provider)}-{part}", spec)}
+    return {r["query"]: r for r in _driver(work, f"run-{_out(provider)}-{part}", spec) if "query" in r}
 
 
 def _out(provider: str) -> str:
@@ -74,23 +73,24 @@ def test_a_kafka_pipeline_with_ttl_writes_what_the_hdfs_provider_writes(broker, 
     inputs = {"events": st.generate_events(N_FILES, 150, n_keys=40, n_values=10, seed=71),
               "left": st.generate_events(N_FILES, 100, n_keys=30, seed=72, active_fraction=0.9),
               "right": st.generate_events(N_FILES, 100, n_keys=30, seed=73, active_fraction=0.9)}
-    _produce(tmp_path, broker, inputs, 0, N_FILES // 2)
-    first = {p: _run(tmp_path, broker, p, 1) for p in (HDFS, TTLSTATE)}
-    _produce(tmp_path, broker, inputs, N_FILES // 2, N_FILES)
+    # the first half of the input is written by the HDFS provider's first driver, the second by
+    # its second, each before its queries start
+    first = {HDFS: _run(tmp_path, broker, HDFS, 1, rows=_rows(inputs, 0, N_FILES // 2)),
+             TTLSTATE: _run(tmp_path, broker, TTLSTATE, 1)}
     # the driver restarts: the second runs continue the checkpoints of the first; ttlstate's on a
     # local cluster (every executor a JVM of its own), where once each query has run a batch a
-    # store worker of an executor's service (aggregation, join) or an executor (dedup) is SIGKILLed
-    second = {HDFS: _run(tmp_path, broker, HDFS, 2),
+    # store worker of an executor's service (aggregation, join) or an executor (dedup) is
+    # SIGKILLed; then that driver reads every output topic of both providers
+    topics = [f"{_out(p)}-{q}" for p in (HDFS, TTLSTATE) for q in ("agg", "dedup", "join")]
+    second = {HDFS: _run(tmp_path, broker, HDFS, 2, rows=_rows(inputs, N_FILES // 2, N_FILES)),
               TTLSTATE: _run(tmp_path, broker, TTLSTATE, 2, master=cluster.MASTER, kill_after_batches=1,
-                             kill={"agg": "worker", "dedup": "executor", "join": "worker"})}
+                             kill={"agg": "worker", "dedup": "executor", "join": "worker"},
+                             topics=topics, out_file=str(tmp_path / "out.json"))}
     assert all(second[TTLSTATE][q]["killed"] for q in ("agg", "dedup", "join")), second[TTLSTATE]
     for p in (HDFS, TTLSTATE):
         for q in ("agg", "dedup", "join"):
             assert len(first[p][q]["batches"]) >= 3 and len(second[p][q]["batches"]) >= 3, (p, q, first[p][q], second[p][q])
             assert first[p][q]["ttlstate_metrics"] == second[p][q]["ttlstate_metrics"] == (p == TTLSTATE), (p, q)
-    topics = [f"{_out(p)}-{q}" for p in (HDFS, TTLSTATE) for q in ("agg", "dedup", "join")]
-    _driver(tmp_path, "read", dict(mode="read", bootstrap=broker.bootstrap, topics=topics,
-                                   out_file=str(tmp_path / "out.json")))
     written = json.loads((tmp_path / "out.json").read_text())
     for q, least in (("agg", 200), ("dedup", 200), ("join", 100)):
         expected, actual = set(written[f"hdfs-{q}"]), set(written[f"ttlstate-{q}"])
