@@ -10,6 +10,7 @@ to `out_file` as JSON."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import sys
 
@@ -40,7 +41,13 @@ def main(spec: dict):
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel(spec.get("log_level", "ERROR"))
-    if "runs" not in spec:
+    if "later_parts" in spec:  # run_parts: the queries again after each later part is moved in
+        out = {"1": _run_queries(spark, spec, spec["checkpoint"], spec["queries"])}
+        for part, staged in enumerate(spec["later_parts"], start=2):
+            for path in staged:
+                os.replace(path, os.path.join(spec["input"], os.path.basename(path)))
+            out[str(part)] = _run_queries(spark, spec, spec["checkpoint"], spec["queries"])
+    elif "runs" not in spec:
         out = _run_queries(spark, spec, spec["checkpoint"], spec["queries"])
     else:  # run_each: the rows first, then each checkpoint's queries
         import state_rows
@@ -77,6 +84,18 @@ def run(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dic
     code, log = _drive(work, tag, provider, checkpoint, confs, **kw)
     assert code == 0, f"{tag} exited {code}:\n{log[-4000:]}"
     return json.loads((work / f"{tag}.json").read_text())
+
+
+def run_parts(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, files, parts,
+              **kw) -> dict:
+    """`run` of each part ((start, stop) of `files`) in turn in one driver, where one driver a
+    part would each start a JVM: the first part is written to `work/events`, each later one is
+    staged beside it and moved in once the queries have processed the part before (as a query
+    restarted then would find it). Returns {part number: output as `run` gives}."""
+    st.write_files(work / "events", files, *parts[0])
+    staged = [[str(p) for p in st.write_files(work / f"staged-{n}", files, *part)]
+              for n, part in enumerate(parts[1:], start=2)]
+    return {int(k): v for k, v in run(work, tag, provider, checkpoint, confs, later_parts=staged, **kw).items()}
 
 
 def run_each(work: pathlib.Path, tag: str, provider: str, runs: dict, confs: dict, rows: list) -> tuple[dict, dict]:

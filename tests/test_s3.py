@@ -36,15 +36,12 @@ def s3(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference(s3, tmp_path_factory):
-    """The input files, and the HDFS provider's output of each part (a local checkpoint)."""
+def reference(tmp_path_factory):
+    """The input files, and the HDFS provider's output of each part (a local checkpoint, so
+    neither S3A nor the server: one driver for both parts)."""
     files = st.generate_events(N_FILES, 200, n_keys=50, n_values=10, seed=81)
     work = tmp_path_factory.mktemp("s3-reference")
-    out = {}
-    for part, (start, stop) in enumerate(PARTS, start=1):
-        st.write_files(work / "events", files, start, stop)
-        out[part] = _run(work, f"hdfs-{part}", HDFS, str(work / "ck-hdfs"), {}, s3)
-    return files, out
+    return files, pipeline.run_parts(work, "hdfs", HDFS, str(work / "ck-hdfs"), {}, files, PARTS)
 
 
 def _run(work, tag: str, provider: str, checkpoint: str, confs: dict, s3, **kw) -> dict:
