@@ -103,13 +103,16 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print one JSON document")
     sp.set_defaults(run=_inspect)
 
-    sp = sub.add_parser("dump", help="keys and values of one store, with their TTL timestamps",
-                        description="Print the entries of one store at one version: keys and "
-                        "values decoded with the state schema Spark recorded (hex when it is "
-                        "unknown or does not fit) and each entry's TTL timestamp. " + READ_ONLY)
+    sp = sub.add_parser("dump", help="keys and values of a store, with their TTL timestamps",
+                        description="Print the entries of a store at one version, for one partition, "
+                        "several, or every one: keys and values decoded with the state schema Spark "
+                        "recorded (hex when it is unknown or does not fit) and each entry's TTL "
+                        "timestamp. " + READ_ONLY)
     location(sp)
     sp.add_argument("--operator", type=int, required=True, metavar="N")
-    sp.add_argument("--partition", type=int, required=True, metavar="P")
+    sp.add_argument("--partition", type=int, action="append", metavar="P",
+                    help="a partition (repeat for several; default: every partition of the "
+                         "operator). With one, --json prints one document; otherwise a list of them")
     sp.add_argument("--store", metavar="NAME",
                     help="store name (a join has left-keyToNumValues, left-keyWithIndexToValue, "
                          "right-...); needed only when the operator has several")
@@ -421,7 +424,16 @@ def _dump(args) -> int:
 
 def _dump_location(args, loc: cr.CheckpointLocation, shown) -> int:
     op = loc.operator(args.operator)
-    sd = loc.store(op, args.partition, args.store)
+    docs = [_dump_store(args, loc, op, p, shown) for p in (args.partition or op.partitions)]
+    if args.json:
+        print(json.dumps(docs[0] if args.partition and len(args.partition) == 1 else docs,
+                         indent=1, ensure_ascii=False))
+    return 0
+
+
+def _dump_store(args, loc: cr.CheckpointLocation, op: cr.OperatorInfo, partition: int, shown) -> dict | None:
+    """One partition's store: printed as text, or returned as a JSON document (with --json)."""
+    sd = loc.store(op, partition, args.store)
     schema = loc.schema(op.id, sd.name)
     key_schema, value_schema = (unsaferow.parse_schema(schema[0]), unsaferow.parse_schema(schema[1])) \
         if schema else (None, None)
@@ -450,10 +462,10 @@ def _dump_location(args, loc: cr.CheckpointLocation, shown) -> int:
     if args.json:
         header["truncated"] = args.limit is not None and total > args.limit
         header["entries"] = entries
-        print(json.dumps(header, indent=1, ensure_ascii=False))
-    elif args.limit is not None and total > args.limit:
+        return header
+    if args.limit is not None and total > args.limit:
         print(f"# ... {total - args.limit} more (--limit {args.limit})")
-    return 0
+    return None
 
 
 def _entry(key: bytes, value: bytes, ts: int | None, key_schema, value_schema, prefix_cols: int) -> dict:

@@ -210,8 +210,10 @@ def last_rows_total(run: st.RunResult) -> int:
 
 
 def dump_all(checkpoint, *extra) -> dict[int, dict]:
-    return {p: cli_json("dump", checkpoint, "--operator", 0, "--partition", p, *extra)
-            for p in PARTITIONS}
+    """Every partition's dump from one command (without --partition: a list, in partition order)."""
+    docs = cli_json("dump", checkpoint, "--operator", 0, *extra)
+    assert [d["partition"] for d in docs] == PARTITIONS, [d["partition"] for d in docs]
+    return {d["partition"]: d for d in docs}
 
 
 # ---------------------------------------------------------------------------------------
@@ -285,7 +287,9 @@ def test_dump_decodes_the_aggregation_state_as_the_sink_shows_it(ck):
         return {k: {"count": n, "sum": total, "max": iso(last)} for k, n, total, last in rows}
 
     # each dump runs once (the checkpoint is stopped: the same command gives the same output)
-    latest, version_3 = dump_all(ck.agg), dump_all(ck.agg, "--version", 3)
+    # (every partition, then each named: --partition repeated)
+    latest = dump_all(ck.agg)
+    version_3 = dump_all(ck.agg, "--version", 3, *[a for p in PARTITIONS for a in ("--partition", p)])
     assert state(latest) == table(ck.agg_run.rows)
     assert {p: d["numEntries"] for p, d in latest.items()} == keys
     # an earlier version: version 3 is the snapshot batch 2 committed
@@ -311,11 +315,10 @@ def test_dump_of_join_stores(ck):
                   for f in st.generate_events(4, 20, n_keys=4, seed=21, active_fraction=0.8) for r in f}
     rows = 0
     for side in ("left", "right"):
+        all_counts = dump_all(ck.join, "--store", f"{side}-keyToNumValues")
+        all_values = dump_all(ck.join, "--store", f"{side}-keyWithIndexToValue")
         for p in PARTITIONS:
-            counts = cli_json("dump", ck.join, "--operator", 0, "--partition", p,
-                              "--store", f"{side}-keyToNumValues")
-            values = cli_json("dump", ck.join, "--operator", 0, "--partition", p,
-                              "--store", f"{side}-keyWithIndexToValue")
+            counts, values = all_counts[p], all_values[p]
             assert counts["store"] == f"{side}-keyToNumValues" and counts["operatorName"] == "symmetricHashJoin"
             assert [f["name"] for f in values["keySchema"]["fields"]] == ["field0", "index"]
             indexes: dict[str, list[int]] = {}
