@@ -39,7 +39,7 @@ def main(spec: dict):
         b = b.config("spark.driver.extraClassPath", ":".join(spec["driver_classpath"]))
     for k, v in spec["confs"].items():
         b = b.config(k, v)
-    spark = b.getOrCreate()
+    spark = st.get_or_create(b)  # with the tests' class-data archive of its classpath
     spark.sparkContext.setLogLevel(spec.get("log_level", "ERROR"))
     if "later_parts" in spec:  # run_parts: the queries again after each later part is moved in
         out = {"1": _run_queries(spark, spec, spec["checkpoint"], spec["queries"])}
@@ -47,12 +47,21 @@ def main(spec: dict):
             for path in staged:
                 os.replace(path, os.path.join(spec["input"], os.path.basename(path)))
             out[str(part)] = _run_queries(spark, spec, spec["checkpoint"], spec["queries"])
-    elif "runs" not in spec:
-        out = _run_queries(spark, spec, spec["checkpoint"], spec["queries"])
-    else:  # run_each: the rows first, then each checkpoint's queries
+    elif "runs" in spec:  # run_each: the rows first, then each checkpoint's queries
         import state_rows
         out = {"rows": state_rows.rows(spark, spec["rows"]),
                "runs": {label: _run_queries(spark, spec, root, queries) for label, (root, queries) in spec["runs"].items()}}
+    elif "cases" in spec:  # run_cases: each case's queries with its confs, and only those, set
+        out, previous = {}, set()
+        for label, (root, queries, confs) in spec["cases"].items():
+            for k in previous - confs.keys():
+                spark.conf.unset(k)
+            for k, v in confs.items():
+                spark.conf.set(k, v)
+            previous = set(confs)
+            out[label] = _run_queries(spark, spec, root, queries)
+    else:
+        out = _run_queries(spark, spec, spec["checkpoint"], spec["queries"])
     with open(spec["out_file"], "w") as f:
         json.dump(out, f)
     spark.stop()
@@ -79,8 +88,9 @@ def _run_queries(spark, spec: dict, checkpoint: str, queries: list) -> dict:
 
 
 def run(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, **kw) -> dict:
-    """Runs this driver on the JSON files of `work/events` and returns its output; asserts it
-    exited 0. `while_running(proc)`, if given, is called once the driver has started."""
+    """Runs this driver on the JSON files of `work/events` (or `input_dir`) and returns its
+    output; asserts it exited 0. `while_running(proc)`, if given, is called once the driver has
+    started."""
     code, log = _drive(work, tag, provider, checkpoint, confs, **kw)
     assert code == 0, f"{tag} exited {code}:\n{log[-4000:]}"
     return json.loads((work / f"{tag}.json").read_text())
@@ -98,12 +108,24 @@ def run_parts(work: pathlib.Path, tag: str, provider: str, checkpoint: str, conf
     return {int(k): v for k, v in run(work, tag, provider, checkpoint, confs, later_parts=staged, **kw).items()}
 
 
-def run_each(work: pathlib.Path, tag: str, provider: str, runs: dict, confs: dict, rows: list) -> tuple[dict, dict]:
+def run_each(work: pathlib.Path, tag: str, provider: str, runs: dict, confs: dict, rows: list,
+             **kw) -> tuple[dict, dict]:
     """One driver where `run` would take several (each a JVM started): Spark's state data source
     first reads `rows` (as `state_rows.read` does), then the queries of each of `runs` ({label:
     (checkpoint, queries)}) run in turn; returns ({label: output as `run` gives}, rows)."""
-    out = run(work, tag, provider, "", confs, runs={k: [ck, list(q)] for k, (ck, q) in runs.items()}, rows=rows)
+    out = run(work, tag, provider, "", confs, runs={k: [ck, list(q)] for k, (ck, q) in runs.items()}, rows=rows,
+              **kw)
     return out["runs"], out["rows"]
+
+
+def run_cases(work: pathlib.Path, tag: str, cases: dict, **kw) -> dict:
+    """One driver where `run` would take one per case: {label: (provider, checkpoint, queries,
+    confs)}, each case's queries run with its provider and confs set on the session (a query
+    takes the session's confs as it starts) and the confs of the case before unset; returns
+    {label: output as `run` gives}."""
+    return run(work, tag, st.HDFS, "", {}, cases={
+        label: [ck, list(queries), {**confs, st.PROVIDER_CLASS_KEY: provider}]
+        for label, (provider, ck, queries, confs) in cases.items()}, **kw)
 
 
 def batches_written(work: pathlib.Path, tag: str) -> dict:
@@ -124,9 +146,9 @@ def run_failing(work: pathlib.Path, tag: str, provider: str, checkpoint: str, co
 
 
 def _drive(work: pathlib.Path, tag: str, provider: str, checkpoint: str, confs: dict, *, queries=("agg", "dedup"),
-           driver_classpath=(), while_running=None, timeout_s: float = 900,
+           driver_classpath=(), while_running=None, timeout_s: float = 900, input_dir: pathlib.Path | None = None,
            log_level: str = "ERROR", **each) -> tuple[int | None, str]:
-    spec = dict(queries=list(queries), input=str(work / "events"), checkpoint=checkpoint,
+    spec = dict(queries=list(queries), input=str(input_dir or work / "events"), checkpoint=checkpoint,
                 out_file=str(work / f"{tag}.json"), driver_classpath=list(driver_classpath),
                 confs={**confs, st.PROVIDER_CLASS_KEY: provider}, log_level=log_level, **each)
     proc, log, log_path = st.spawn_spec_process(str(HERE / "checkpoint_pipeline.py"), spec, work, tag)

@@ -79,107 +79,123 @@ def files():
     return st.generate_events(N_FILES, 200, n_keys=50, n_values=10, seed=91)
 
 
+TEST_CASES = "test_a_migrated_query_goes_on_as_on_its_source_provider"
+
+
+@pytest.fixture(scope="module")
+def first_parts(request, tmp_path_factory, files):
+    """The first part of each case this run selects, in one driver (a driver each took 20 to 30
+    CPU-seconds): (the input directory, {case: (its checkpoint root, the output)}). The cases read
+    the same files from one directory, the second part's written once the first is processed."""
+    selected = dict.fromkeys(item.callspec.params["case"] for item in request.session.items
+                             if item.originalname == TEST_CASES)
+    work = tmp_path_factory.mktemp("migrate-part-1")
+    st.write_files(work / "events", files, *PARTS[0])
+    cases = {c: (CASES[c][0], str(work / c), CASES[c][3], CASES[c][1]) for c in selected}
+    out = pipeline.run_cases(work, "part-1", cases) if cases else {}
+    st.write_files(work / "events", files, *PARTS[1])
+    return work / "events", {c: (cases[c][1], out[c]) for c in cases}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.thorough) if c in THOROUGH else c for c in CASES])
-def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, files, case):
+def test_a_migrated_query_goes_on_as_on_its_source_provider(tmp_path, first_parts, case):
     source, confs, target, queries = CASES[case]
     to = NAMES[target]
-    runs, reference = {}, {}
-    for part, (start, stop) in enumerate(PARTS, start=1):
-        st.write_files(tmp_path / "events", files, start, stop)
-        if part == 1:  # one run, two checkpoints: the one to migrate and its copy, the reference
-            runs[1] = reference[1] = pipeline.run(tmp_path, "part-1", source, str(tmp_path / "ck"), confs,
-                                                  queries=queries)
-            shutil.copytree(tmp_path / "ck", tmp_path / "ck-source")
-            continue
-        cks, killed_tmp = [str(tmp_path / "ck" / q) for q in queries], None
-        # one driver, after the migration, reads the state and runs the second part three ways
-        each = {"source": (str(tmp_path / "ck-source"), queries), "migrated": (str(tmp_path / "ck"), queries)}
-        if case == "rocksdb-to-ttlstate":
-            # killed once its first SST is in the checkpoint: the query still runs on its source
-            # (a copy of it, run on to the end, gives the source's output), then it is run again
-            sst_dir = os.path.join(cks[0], "state", "0", "0", "sst")
-            killed_tmp = tmp_path / "tmp-killed-sst"  # where the killed command leaves its temporary files
-            killed_tmp.mkdir()
-            _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
-                n.endswith(".sst") for n in os.listdir(sst_dir)), killed_tmp)
-            shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
-            each["killed"] = (str(tmp_path / "ck-killed"), queries[:1])
-            _refused_while_the_query_writes(tmp_path / "tmp-running", cks[0])
-        if case == "ttlstate-to-rocksdb":
-            # killed once the RocksDB provider's first SST is moved into the checkpoint: it still
-            # runs on ttlstate, and the command run again completes
-            sst_dir = os.path.join(cks[0], "state", "0", "0", "SSTs")
-            killed_tmp = tmp_path / "tmp-killed-move"
-            killed_tmp.mkdir()
-            _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
-                n.endswith(".sst") for n in os.listdir(sst_dir)), killed_tmp,
-                step_from=lambda: any(killed_tmp.glob("ttlstate-migrate-*/provider-0")))
-            shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
-            each["killed"] = (str(tmp_path / "ck-killed"), queries[:1])
-        if case == "rocksdb-v2-to-ttlstate":
-            # on a copy, killed at the switch: every store's snapshot installed, the offset log
-            # rewritten or about to be. Either way the copy runs on (on ttlstate, or on its
-            # source until the command, run again, completes) with the source's output
-            shutil.copytree(tmp_path / "ck", tmp_path / "ck-switch")
-            ck_switch = str(tmp_path / "ck-switch" / queries[0])
-            version = _last_offset(ck_switch) + 1
-            switched = _migrate_killed(ck_switch, to, lambda: all(
-                glob.glob(os.path.join(ck_switch, "state", "0", str(p), f"{version}_*.manifest")) for p in (0, 1)),
-                before_switch=False)
-            if not switched:
-                assert cli_json("migrate", ck_switch, "--to", to)["target"] == to
-            assert _offset_conf(ck_switch, version - 1)[PROVIDER_KEY] == TTLSTATE
-            each["switch"] = (str(tmp_path / "ck-switch"), queries)
-        if case in ("ttlstate-to-hdfs", "hdfs-to-ttlstate"):
-            # killed while the target provider writes its stores in a temporary directory, or
-            # while Spark reads the source's state into one: the checkpoint is as it was, byte
-            # for byte
-            tree, killed_tmp = _tree(tmp_path / "ck"), tmp_path / "tmp-killed"
-            killed_tmp.mkdir()
-            step = "ttlstate-migrate-*/" + ("provider-0" if to != "ttlstate" else "rows-0")
-            _migrate_killed(cks[0], to, lambda: any(killed_tmp.glob(step)), killed_tmp)
-            assert _tree(tmp_path / "ck") == tree
-        dry = None
-        if case == "hdfs-to-ttlstate":  # one case: each run of the command starts a JVM
-            dry = cli_json("migrate", cks[0], "--to", to, "--dry-run")
-            assert dry["dryRun"] and dry["source"] == NAMES[source] and dry["stores"][0]["keys"] > 0, dry
-            assert _offset_conf(cks[0], dry["batch"])[PROVIDER_KEY] == source  # nothing changed
-        # every query's checkpoint in one command, where the killed one left its temporary
-        # files: it removes them
-        done = cli_json("migrate", *cks, "--to", to, *(["--ttl", "1h"] if to == "ttlstate" else []),
-                        tmp_dir=killed_tmp)
-        done = done if isinstance(done, list) else [done]
-        assert [r["checkpoint"] for r in done] == cks, done
-        assert not killed_tmp or not list(killed_tmp.glob("ttlstate-*")), list(killed_tmp.iterdir())
-        for ck, r in zip(cks, done):
-            assert (r["source"], r["target"], r["dryRun"]) == (NAMES[source], to, False), r
-            assert (r["ttlTimestamp"] is not None) == (to == "ttlstate"), r
-            assert _offset_conf(ck, r["batch"])[PROVIDER_KEY] == target
-        if dry:
-            assert [s["keysPerPartition"] for s in done[0]["stores"]] == [s["keysPerPartition"] for s in dry["stores"]]
-        if to == "ttlstate":
-            # every entry carries batch L's timestamp: untouched, it expires one TTL after it
-            stamp = json.loads(open(os.path.join(cks[0], "offsets", str(done[0]["batch"]))).read().split("\n")[1])
-            entries = [e for p in (0, 1) for e in cli_json("dump", cks[0], "--operator", 0, "--partition", p)["entries"]]
-            assert entries and {e["ttlTimestampMs"] for e in entries} == {stamp["batchTimestampMs"]}, entries[:3]
-        # the state right before the migration: batch L's, read from the copy of the checkpoint
-        # taken before it; right after it: the migrated checkpoint's last. Then the second part,
-        # on the copy (the source provider's output), on the migrated checkpoint, whose session
-        # still says the source provider (the offset log decides), and on the killed one's copy
-        sources = [str(tmp_path / "ck-source" / q) for q in queries]
-        outs, rows = pipeline.run_each(tmp_path, "part-2", source, each, {**confs, **TTL},
-                                       rows=[[c, r["batch"]] for c, r in zip(sources, done)] + cks)
-        for ck, source_ck in zip(cks, sources):
-            before, after = rows[source_ck], rows[ck]
-            assert after == before and len(before) > 5, (ck, len(before), len(after))
-        reference[2], runs[part] = outs["source"], outs["migrated"]
-        if "killed" in outs:  # the killed migration left a checkpoint that runs on its source
-            assert outs["killed"][queries[0]]["ttlstate_metrics"] == (source == TTLSTATE)
-            assert outs["killed"][queries[0]]["batches"] == reference[2][queries[0]]["batches"]
-        if "switch" in outs:
-            assert outs["switch"][queries[0]]["ttlstate_metrics"]
-            assert outs["switch"][queries[0]]["batches"] == reference[2][queries[0]]["batches"]
+    events, firsts = first_parts
+    root, part_1 = firsts[case]
+    # the checkpoint to migrate and its copy, the reference
+    shutil.copytree(root, tmp_path / "ck")
+    shutil.copytree(root, tmp_path / "ck-source")
+    runs, reference = {1: part_1}, {1: part_1}
+    cks, killed_tmp = [str(tmp_path / "ck" / q) for q in queries], None
+    # one driver, after the migration, reads the state and runs the second part three ways
+    each = {"source": (str(tmp_path / "ck-source"), queries), "migrated": (str(tmp_path / "ck"), queries)}
+    if case == "rocksdb-to-ttlstate":
+        # killed once its first SST is in the checkpoint: the query still runs on its source
+        # (a copy of it, run on to the end, gives the source's output), then it is run again
+        sst_dir = os.path.join(cks[0], "state", "0", "0", "sst")
+        killed_tmp = tmp_path / "tmp-killed-sst"  # where the killed command leaves its temporary files
+        killed_tmp.mkdir()
+        _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
+            n.endswith(".sst") for n in os.listdir(sst_dir)), killed_tmp)
+        shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
+        each["killed"] = (str(tmp_path / "ck-killed"), queries[:1])
+        _refused_while_the_query_writes(tmp_path / "tmp-running", cks[0])
+    if case == "ttlstate-to-rocksdb":
+        # killed once the RocksDB provider's first SST is moved into the checkpoint: it still
+        # runs on ttlstate, and the command run again completes
+        sst_dir = os.path.join(cks[0], "state", "0", "0", "SSTs")
+        killed_tmp = tmp_path / "tmp-killed-move"
+        killed_tmp.mkdir()
+        _migrate_killed(cks[0], to, lambda: os.path.isdir(sst_dir) and any(
+            n.endswith(".sst") for n in os.listdir(sst_dir)), killed_tmp,
+            step_from=lambda: any(killed_tmp.glob("ttlstate-migrate-*/provider-0")))
+        shutil.copytree(tmp_path / "ck", tmp_path / "ck-killed")
+        each["killed"] = (str(tmp_path / "ck-killed"), queries[:1])
+    if case == "rocksdb-v2-to-ttlstate":
+        # on a copy, killed at the switch: every store's snapshot installed, the offset log
+        # rewritten or about to be. Either way the copy runs on (on ttlstate, or on its
+        # source until the command, run again, completes) with the source's output
+        shutil.copytree(tmp_path / "ck", tmp_path / "ck-switch")
+        ck_switch = str(tmp_path / "ck-switch" / queries[0])
+        version = _last_offset(ck_switch) + 1
+        switched = _migrate_killed(ck_switch, to, lambda: all(
+            glob.glob(os.path.join(ck_switch, "state", "0", str(p), f"{version}_*.manifest")) for p in (0, 1)),
+            before_switch=False)
+        if not switched:
+            assert cli_json("migrate", ck_switch, "--to", to)["target"] == to
+        assert _offset_conf(ck_switch, version - 1)[PROVIDER_KEY] == TTLSTATE
+        each["switch"] = (str(tmp_path / "ck-switch"), queries)
+    if case in ("ttlstate-to-hdfs", "hdfs-to-ttlstate"):
+        # killed while the target provider writes its stores in a temporary directory, or
+        # while Spark reads the source's state into one: the checkpoint is as it was, byte
+        # for byte
+        tree, killed_tmp = _tree(tmp_path / "ck"), tmp_path / "tmp-killed"
+        killed_tmp.mkdir()
+        step = "ttlstate-migrate-*/" + ("provider-0" if to != "ttlstate" else "rows-0")
+        _migrate_killed(cks[0], to, lambda: any(killed_tmp.glob(step)), killed_tmp)
+        assert _tree(tmp_path / "ck") == tree
+    dry = None
+    if case == "hdfs-to-ttlstate":  # one case: each run of the command starts a JVM
+        dry = cli_json("migrate", cks[0], "--to", to, "--dry-run")
+        assert dry["dryRun"] and dry["source"] == NAMES[source] and dry["stores"][0]["keys"] > 0, dry
+        assert _offset_conf(cks[0], dry["batch"])[PROVIDER_KEY] == source  # nothing changed
+    # every query's checkpoint in one command, where the killed one left its temporary
+    # files: it removes them
+    done = cli_json("migrate", *cks, "--to", to, *(["--ttl", "1h"] if to == "ttlstate" else []),
+                    tmp_dir=killed_tmp)
+    done = done if isinstance(done, list) else [done]
+    assert [r["checkpoint"] for r in done] == cks, done
+    assert not killed_tmp or not list(killed_tmp.glob("ttlstate-*")), list(killed_tmp.iterdir())
+    for ck, r in zip(cks, done):
+        assert (r["source"], r["target"], r["dryRun"]) == (NAMES[source], to, False), r
+        assert (r["ttlTimestamp"] is not None) == (to == "ttlstate"), r
+        assert _offset_conf(ck, r["batch"])[PROVIDER_KEY] == target
+    if dry:
+        assert [s["keysPerPartition"] for s in done[0]["stores"]] == [s["keysPerPartition"] for s in dry["stores"]]
+    if to == "ttlstate":
+        # every entry carries batch L's timestamp: untouched, it expires one TTL after it
+        stamp = json.loads(open(os.path.join(cks[0], "offsets", str(done[0]["batch"]))).read().split("\n")[1])
+        entries = [e for d in cli_json("dump", cks[0], "--operator", 0) for e in d["entries"]]
+        assert entries and {e["ttlTimestampMs"] for e in entries} == {stamp["batchTimestampMs"]}, entries[:3]
+    # the state right before the migration: batch L's, read from the copy of the checkpoint
+    # taken before it; right after it: the migrated checkpoint's last. Then the second part,
+    # on the copy (the source provider's output), on the migrated checkpoint, whose session
+    # still says the source provider (the offset log decides), and on the killed one's copy
+    sources = [str(tmp_path / "ck-source" / q) for q in queries]
+    outs, rows = pipeline.run_each(tmp_path, "part-2", source, each, {**confs, **TTL},
+                                   rows=[[c, r["batch"]] for c, r in zip(sources, done)] + cks, input_dir=events)
+    for ck, source_ck in zip(cks, sources):
+        before, after = rows[source_ck], rows[ck]
+        assert after == before and len(before) > 5, (ck, len(before), len(after))
+    reference[2], runs[2] = outs["source"], outs["migrated"]
+    if "killed" in outs:  # the killed migration left a checkpoint that runs on its source
+        assert outs["killed"][queries[0]]["ttlstate_metrics"] == (source == TTLSTATE)
+        assert outs["killed"][queries[0]]["batches"] == reference[2][queries[0]]["batches"]
+    if "switch" in outs:
+        assert outs["switch"][queries[0]]["ttlstate_metrics"]
+        assert outs["switch"][queries[0]]["batches"] == reference[2][queries[0]]["batches"]
     for q in queries:
         assert runs[1][q]["ttlstate_metrics"] == reference[2][q]["ttlstate_metrics"] == (source == TTLSTATE), q
         assert runs[2][q]["ttlstate_metrics"] == (target == TTLSTATE), q
