@@ -1,8 +1,7 @@
 """Class-data-sharing archives of Spark's driver JVM, for the tests: starting a local session took
 7.7 s (9 CPU-seconds) on this 2-core machine, 4.4 s (6) with the archive mapped instead of
 Spark's classes loaded and verified again, and the suite starts hundreds of drivers and offline
-commands (one test_migrate case: 91 CPU-seconds without, 70 with; test_s3, test_hdfs,
-test_kafka and test_repartition together, whose S3 drivers cannot use it: 817 and 761).
+commands (one test_migrate case: 91 CPU-seconds without, 70 with).
 
 A JVM maps an archive only if its classpath starts with the archive's, so there is one archive per
 driver classpath: `spark.driver.extraClassPath` goes before Spark's jars. `ensure()` makes the one
@@ -12,9 +11,11 @@ conftest hands `jdk_options(path)` of the plain one (`spark.jars` only, as the u
 offline commands have it) to every JVM the tests start; `use_for(builder)`, called right before
 `getOrCreate()`, gives the driver the archive of the builder's extra classpath (ttlstate.configure
 puts the shim jar there, the test FileSystem's sessions its jar too): a session built that way
-matched no archive before, and started 11-12 s (13-14 CPU-seconds) instead of 6 (8). A JVM
-matching none (servers, the S3 drivers, other Spark lines, the launcher's own small JVM) starts
-as before, silently: the flags only turn the archive's warnings off.
+matched no archive before, and started 11-12 s (13-14 CPU-seconds) instead of 6 (8). The S3
+drivers (tests/checkpoint_pipeline.py) get theirs the same way, and test_s3's offline commands
+through `driver_options` in their `--conf`s; that archive holds S3A's client classes too. A JVM
+matching none (servers, other Spark lines, the launcher's own small JVM) starts as before,
+silently: the flags only turn the archive's warnings off.
 `python jvm_archive.py OUT WORK [EXTRA_CLASSPATH]` is the run that dumps."""
 
 from __future__ import annotations
@@ -87,13 +88,21 @@ def use_for(builder) -> None:
     java command line comes after JDK_JAVA_OPTIONS, so its flag wins in the driver only, and the
     JVMs the driver starts (a local cluster's executors, Spark's jars only) keep the plain one.
     Does nothing unless the tests gave the JVMs an archive (conftest) or with no extra classpath."""
-    flags, extra = os.environ.get("TTLSTATE_TEST_JVM_FLAGS"), builder._options.get("spark.driver.extraClassPath", "")
-    if flags is None or not extra or "-XX:SharedArchiveFile=" not in os.environ.get("JDK_JAVA_OPTIONS", ""):
-        return
-    path = ensure(flags, extra)
-    if path:
+    options = driver_options(builder._options.get("spark.driver.extraClassPath", ""))
+    if options:
         java_options = builder._options.get("spark.driver.extraJavaOptions", "")
-        builder.config("spark.driver.extraJavaOptions", f"{java_options} -XX:SharedArchiveFile={path}".strip())
+        builder.config("spark.driver.extraJavaOptions", f"{java_options} {options}".strip())
+
+
+def driver_options(extra_classpath: str) -> str:
+    """The driver JVM options that map the archive of `extra_classpath` (made if missing), for a
+    `spark.driver.extraJavaOptions` of the tests' own (an offline command's `--conf`); "" where
+    the tests gave the JVMs no archive (conftest) or without an extra classpath."""
+    flags = os.environ.get("TTLSTATE_TEST_JVM_FLAGS")
+    if flags is None or not extra_classpath or "-XX:SharedArchiveFile=" not in os.environ.get("JDK_JAVA_OPTIONS", ""):
+        return ""
+    path = ensure(flags, extra_classpath)
+    return f"-XX:SharedArchiveFile={path}" if path else ""
 
 
 def _dump(out: str, work: str, extra_classpath: str):
@@ -118,6 +127,14 @@ def _dump(out: str, work: str, extra_classpath: str):
              .option("checkpointLocation", os.path.join(work, "ck")).trigger(availableNow=True).start())
     query.awaitTermination()
     assert spark.sql("SELECT sum(`count`) FROM counts").first()[0] == 100
+    if "hadoop-aws" in extra_classpath:  # S3A's client too (made, never connected: no request)
+        jvm = spark._jvm
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        for k, v in {"fs.s3a.endpoint": "http://127.0.0.1:9", "fs.s3a.access.key": "archive",
+                     "fs.s3a.secret.key": "archive", "fs.s3a.bucket.probe": "0",
+                     "fs.s3a.path.style.access": "true"}.items():
+            conf.set(k, v)
+        jvm.org.apache.hadoop.fs.FileSystem.newInstance(jvm.java.net.URI("s3a://archive/"), conf).close()
     spark.stop()
 
 

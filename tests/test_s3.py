@@ -16,6 +16,7 @@ import re
 import pytest
 
 import checkpoint_pipeline as pipeline
+import jvm_archive
 import streaming as st
 from offline_tools import cli, cli_json, cli_meanwhile, conf_args
 from s3_server import running_s3, s3a_jars
@@ -146,6 +147,15 @@ def server_confs(s3) -> dict:
     return server.spark_confs(proxy.endpoint)
 
 
+def cli_confs(s3) -> dict:
+    """The confs of an offline command on the bucket: the server's, S3A on the driver's classpath
+    (and the tests' class-data archive of that classpath, tests/jvm_archive.py)."""
+    classpath = ":".join(s3a_jars())
+    options = jvm_archive.driver_options(classpath)
+    return {**server_confs(s3), "spark.driver.extraClassPath": classpath,
+            **({"spark.driver.extraJavaOptions": options} if options else {})}
+
+
 def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
     """inspect, verify and dump on the aggregation's checkpoint in the bucket (S3A with the
     query's confs), repartition on the dedup's; then with a changelog cut short, the SSTs of a
@@ -154,13 +164,14 @@ def test_the_offline_tools_and_damaged_objects_on_s3(s3, reference, plain):
     server, proxy = s3
     work, _, _ = plain
     agg = f"s3a://{BUCKET}/plain/agg"
-    s3a = {**server.spark_confs(proxy.endpoint), "spark.driver.extraClassPath": ":".join(s3a_jars())}
+    s3a = cli_confs(s3)
     keys = {json.loads(row)[0] for part in reference[1].values() for rows in part["agg"]["batches"].values()
             for row in rows}
     doc = cli_json("inspect", agg, *conf_args(s3a))
     assert doc["checkpoint"] == agg and doc["keys"] == len(keys) >= 40, doc
     assert cli_json("verify", agg, *conf_args(s3a))["ok"]
-    dumped = [cli_json("dump", agg, "--operator", 0, "--partition", p, *conf_args(s3a)) for p in (0, 1)]
+    dumped = cli_json("dump", agg, "--operator", 0, *conf_args(s3a))  # every partition, one download
+    assert [d["partition"] for d in dumped] == [0, 1], dumped
     assert {e["key"]["key"] for d in dumped for e in d["entries"]} == keys
     assert all(d["checkpoint"] == agg for d in dumped), [d["checkpoint"] for d in dumped]
 
@@ -219,10 +230,10 @@ def test_migrate_on_s3(s3, reference, tmp_path):
     migrated to ttlstate with TTL on, runs the
     second part on ttlstate with the HDFS provider's output batch for batch; each migrated entry
     carries the TTL timestamp of the last batch before the migration."""
-    server, proxy = s3
+    server, _ = s3
     files, expected = reference
     ck = f"s3a://{BUCKET}/migrate"
-    s3a = {**server.spark_confs(proxy.endpoint), "spark.driver.extraClassPath": ":".join(s3a_jars())}
+    s3a = cli_confs(s3)
     (start, stop), second = PARTS
     st.write_files(tmp_path / "events", files, start, stop)
     first = _run(tmp_path, "hdfs-1", HDFS, ck, {}, s3, queries=["agg"])
@@ -249,7 +260,7 @@ def test_migrate_on_s3(s3, reference, tmp_path):
     offsets = _body(client, f"migrate/agg/offsets/{r['batch']}").decode()
     assert TTLSTATE in offsets and r["ttlTimestamp"] == json.loads(
         offsets.splitlines()[1])["batchTimestampMs"], offsets
-    dumped = [cli_json("dump", ck + "/agg", "--operator", 0, "--partition", p, *conf_args(s3a)) for p in (0, 1)]
+    dumped = cli_json("dump", ck + "/agg", "--operator", 0, *conf_args(s3a))
     assert {e["key"]["key"] for d in dumped for e in d["entries"]} == keys
     assert {e["ttlTimestampMs"] for d in dumped for e in d["entries"]} == {r["ttlTimestamp"]}, dumped[0]["entries"][:2]
 
