@@ -61,6 +61,9 @@ def _submit(yarn, work, mode: str, events, checkpoint: str):
             "--conf", "spark.executor.memory=768m", "--conf", "spark.driver.memory=768m",
             "--conf", "spark.yarn.am.memory=512m", "--conf", "spark.yarn.maxAppAttempts=1",
             "--conf", "spark.ui.enabled=false",
+            # the tests' JVM flags (conftest) in the containers too: YARN passes them no environment of ours
+            *[a for k in ("spark.yarn.appMasterEnv", "spark.executorEnv") if os.environ.get("TTLSTATE_TEST_JVM_FLAGS")
+              for a in ("--conf", f"{k}.JDK_JAVA_OPTIONS={os.environ['TTLSTATE_TEST_JVM_FLAGS']}")],
             "--jars", ttlstate.jar_path(), "--py-files", str(HERE / "streaming.py"),
             str(HERE / "checkpoint_pipeline.py"), str(work / f"{mode}.spec.json")]
     return yarn.submit(args, work / f"{mode}.log")
