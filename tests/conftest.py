@@ -188,6 +188,12 @@ def pytest_configure(config):
     started as the README says, would otherwise leave in /tmp. Subprocesses inherit both, and
     the test JVM flags (TEST_JVM_FLAGS) with them, and the class-data-sharing archive of Spark's
     driver (tests/jvm_archive.py; TTLSTATE_TEST_JVM_ARCHIVE=0 goes without)."""
+    report = os.environ.get("TTLSTATE_TEST_CPU_REPORT")  # CPU-seconds by file (tests/cpu_by_file.py)
+    if report:
+        import cpu_by_file
+        if not hasattr(config, "workerinput"):  # the controller, or a run without workers, starts it
+            open(report, "w").close()
+        config.pluginmanager.register(cpu_by_file.CpuByFile(os.path.abspath(report)), "ttlstate-cpu-by-file")
     if "TTLSTATE_TEST_CACHE_DIR" not in os.environ:
         run = config._ttlstate_run_dir = tempfile.mkdtemp(prefix="ttlstate-test-")
         cache, jvm_tmp = os.path.join(run, "cache"), os.path.join(run, "jvm")
