@@ -1,5 +1,6 @@
 package io.ttlstate.spark;
 
+import io.ttlstate.spark.compat.ScalaColls;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -36,7 +37,7 @@ final class SessionExtensionCheck {
         if (rules == null || rules.toString().contains(StateReadAheadRule.class.getName())) {
             return; // installed, or a Spark whose session we cannot read
         }
-        String problem = missing(scala.jdk.javaapi.CollectionConverters.asJava(SQLConf.get().getAllConfs()));
+        String problem = missing(ScalaColls.javaMap(SQLConf.get().getAllConfs()));
         if (problem.startsWith(ErrorClasses.INVALID_CONF)) {
             throw new InvalidConfException(problem);
         }

@@ -1,5 +1,6 @@
 package io.ttlstate.spark;
 
+import io.ttlstate.spark.compat.ScalaColls;
 import java.util.Collections;
 import java.util.Map;
 import java.util.Set;
@@ -66,7 +67,7 @@ public final class TtlStateExtensions extends AbstractFunction1<SparkSessionExte
             return;
         }
         Map.Entry<String, String> eventTime = eventTimeSetting(
-                scala.jdk.javaapi.CollectionConverters.asJava(conf.getAllConfs()));
+                ScalaColls.javaMap(conf.getAllConfs()));
         if (eventTime == null || plan.find(fn(p -> p instanceof EventTimeWatermark)).isDefined()) {
             return;
         }

@@ -48,7 +48,10 @@ public final class SparkCompat {
             long.class, scala.Option.class, boolean.class, boolean.class);
     private static final MethodHandle GET_STORE_2 = virtual(StateStoreProvider.class, "getStore", StateStore.class,
             long.class, scala.Option.class);
-    /** The Hadoop conf key of a query run's id: {@code StreamExecution.RUN_ID_KEY} (its class moved in 4.1). */
+    /**
+     * The Hadoop conf key of a query run's id: {@code StreamExecution.RUN_ID_KEY} (its class moved
+     * in 4.1); null on a Spark without it (3.5), where {@link #runId} reads the task's job group.
+     */
     public static final String RUN_ID_KEY = runIdKey();
 
     private SparkCompat() {}
@@ -86,9 +89,25 @@ public final class SparkCompat {
                 "org.apache.spark.sql.execution.streaming.StreamExecution");
         try {
             return (String) c.getMethod("RUN_ID_KEY").invoke(null);
+        } catch (NoSuchMethodException e) {
+            return null; // Spark 3.5: the run id travels as the job group only
         } catch (ReflectiveOperationException e) {
-            throw new IllegalStateException("ttlstate: Spark " + SPARK_VERSION + " has no StreamExecution.RUN_ID_KEY", e);
+            throw new IllegalStateException("ttlstate: Spark " + SPARK_VERSION + " has no readable StreamExecution.RUN_ID_KEY", e);
         }
+    }
+
+    /**
+     * The id of the query run a task's {@code hadoopConf} belongs to: its {@link #RUN_ID_KEY}; on a
+     * Spark without that key, the task's job group, which StreamExecution sets to the run id; ""
+     * when neither is known.
+     */
+    public static String runId(org.apache.hadoop.conf.Configuration hadoopConf) {
+        if (RUN_ID_KEY != null) {
+            return hadoopConf.get(RUN_ID_KEY, "");
+        }
+        org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+        String group = task == null ? null : task.getLocalProperty("spark.jobGroup.id");
+        return group == null ? "" : group;
     }
 
     static int line(String version) {

@@ -9,6 +9,7 @@ import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.stream.Collectors;
 
 import io.ttlstate.spark.MaxMetric;
+import io.ttlstate.spark.compat.ScalaColls;
 import io.ttlstate.spark.compat.SparkCompat;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSumMetric;
@@ -233,6 +234,6 @@ public final class StoreMetrics {
     }
 
     public static scala.collection.immutable.Seq<StateStoreCustomMetric> supported() {
-        return scala.jdk.javaapi.CollectionConverters.asScala(ALL).toList();
+        return ScalaColls.scalaList(ALL);
     }
 }

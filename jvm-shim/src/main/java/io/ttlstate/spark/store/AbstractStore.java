@@ -1,5 +1,6 @@
 package io.ttlstate.spark.store;
 
+import io.ttlstate.spark.compat.ScalaColls;
 import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.metrics.LatencyTracker;
 import io.ttlstate.spark.metrics.StoreMetrics;
@@ -106,7 +107,7 @@ abstract class AbstractStore implements ReadStateStore {
         for (byte[] v : values) {
             out.add(toValueRow(v));
         }
-        return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
+        return ScalaColls.scalaIterator(out.iterator());
     }
 
     @Override

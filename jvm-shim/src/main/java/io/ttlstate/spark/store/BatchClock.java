@@ -76,7 +76,7 @@ final class BatchClock {
     /** The clocks of the batch using {@code version} of a store under {@code checkpointRoot}, or {@link #UNKNOWN}. */
     static Times batchTimes(String checkpointRoot, long version, Configuration hadoopConf) {
         long batchId = batchId(version);
-        String runId = hadoopConf.get(SparkCompat.RUN_ID_KEY, "");
+        String runId = SparkCompat.runId(hadoopConf);
         String key = checkpointRoot + "|" + runId + "|" + batchId;
         Times cached = CACHE.get(key);
         if (cached != null) {

@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import io.ttlstate.spark.cache.PrefixedKey;
+import io.ttlstate.spark.compat.ScalaColls;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
@@ -35,7 +36,7 @@ public final class KeyCodec {
                 refs.add(new BoundReference(i, fields[i].dataType(), fields[i].nullable()));
             }
             prefixProjection = UnsafeProjection.create(
-                    scala.jdk.javaapi.CollectionConverters.asScala(refs).toList());
+                    ScalaColls.scalaList(refs));
         } else {
             prefixProjection = null;
         }

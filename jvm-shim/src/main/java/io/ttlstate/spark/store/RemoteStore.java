@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.TreeMap;
 
 import io.ttlstate.spark.ConfKeys;
+import io.ttlstate.spark.compat.ScalaColls;
 import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.cache.CachedVersionView;
 import io.ttlstate.spark.checkpoint.ChangelogChunk;
@@ -111,7 +112,7 @@ public final class RemoteStore {
 
     private static Map<String, String> ttlstateConfs(StateStoreConf conf) {
         Map<String, String> out = new TreeMap<>();
-        scala.jdk.javaapi.CollectionConverters.asJava(conf.sqlConfs()).forEach((k, v) -> {
+        ScalaColls.javaMap(conf.sqlConfs()).forEach((k, v) -> {
             if (k.startsWith(ConfKeys.PREFIX)) {
                 out.put(k, v);
             }

@@ -2,6 +2,7 @@ package io.ttlstate.spark.store;
 
 import java.util.UUID;
 
+import io.ttlstate.spark.compat.ScalaColls;
 import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.metrics.LatencyTracker;
 import io.ttlstate.spark.metrics.StoreMetrics;
@@ -150,7 +151,7 @@ final class WriteStore extends AbstractStore implements StateStore {
         for (UnsafeRow k : keys) {
             out.add(get(k, colFamilyName));
         }
-        return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
+        return ScalaColls.scalaIterator(out.iterator());
     }
 
     @Override
