@@ -5,7 +5,8 @@ ttlstate, its jar on `spark.jars` and `providerClass`, as a user would set them.
 of the spec over the JSON files of its input directory (one file per batch,
 Trigger.AvailableNow) with its checkpoint at `<checkpoint>/<query>` (an `s3a://` or `hdfs://`
 URI or a local path), collecting every batch's rows by batch id (foreachBatch), and writes them
-to `out_file` as JSON."""
+to `out_file` as JSON. `run_parts`, `run_each` and `run_cases` do in one driver what would take
+several (`run_cases` sets each case's provider on the session as its queries start)."""
 
 from __future__ import annotations
 
@@ -122,11 +123,13 @@ def run_each(work: pathlib.Path, tag: str, provider: str, runs: dict, confs: dic
 def run_cases(work: pathlib.Path, tag: str, cases: dict, **kw) -> dict:
     """One driver where `run` would take one per case: {label: (provider, checkpoint, queries,
     confs)}, each case's queries run with its provider and confs set on the session (a query
-    takes the session's confs as it starts) and the confs of the case before unset; returns
-    {label: output as `run` gives}."""
+    takes the session's SQL confs as it starts) and the confs of the case before unset (back to
+    Spark's default, not to the builder's: cases should not set the builder's keys). What the
+    JVM reads once is the first case's: the store service's confs as it starts, the maintenance
+    interval. Returns {label: output as `run` gives}."""
     return run(work, tag, st.HDFS, "", {}, cases={
         label: [ck, list(queries), {**confs, st.PROVIDER_CLASS_KEY: provider}]
-        for label, (provider, ck, queries, confs) in cases.items()}, **kw)
+        for label, (provider, ck, queries, confs) in cases.items()}, **{"timeout_s": max(900, 300 * len(cases)), **kw})
 
 
 def batches_written(work: pathlib.Path, tag: str) -> dict:

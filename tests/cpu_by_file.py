@@ -9,7 +9,10 @@ and the growth of every live descendant's (the shared Spark session's JVM, serve
 is made a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so the processes a driver leaves
 behind (its JVM outlives the Python that started it) become the worker's children and are
 counted when reaped, which happens at each file's end. Each file's line is appended to the
-report as JSON (file, cpu, wall); the run ends with the 25 heaviest files and the total."""
+report as JSON (file, cpu, wall); the run ends with the 25 heaviest files and the total. A
+measurement, not part of CI: reaping any exited child would also take the exit status of a
+subprocess a session-scoped fixture still holds (none does today), which Python then reports
+as 0."""
 
 from __future__ import annotations
 

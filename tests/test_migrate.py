@@ -88,7 +88,7 @@ def first_parts(request, tmp_path_factory, files):
     CPU-seconds): (the input directory, {case: (its checkpoint root, the output)}). The cases read
     the same files from one directory, the second part's written once the first is processed."""
     selected = dict.fromkeys(item.callspec.params["case"] for item in request.session.items
-                             if item.originalname == TEST_CASES)
+                             if item.module is request.module and item.originalname == TEST_CASES)
     work = tmp_path_factory.mktemp("migrate-part-1")
     st.write_files(work / "events", files, *PARTS[0])
     cases = {c: (CASES[c][0], str(work / c), CASES[c][3], CASES[c][1]) for c in selected}

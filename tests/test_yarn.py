@@ -60,13 +60,20 @@ def _submit(yarn, work, mode: str, events, checkpoint: str):
             "--conf", "spark.executor.instances=2", "--conf", "spark.executor.cores=1",
             "--conf", "spark.executor.memory=768m", "--conf", "spark.driver.memory=768m",
             "--conf", "spark.yarn.am.memory=512m", "--conf", "spark.yarn.maxAppAttempts=1",
-            "--conf", "spark.ui.enabled=false",
-            # the tests' JVM flags (conftest) in the containers too: YARN passes them no environment of ours
-            *[a for k in ("spark.yarn.appMasterEnv", "spark.executorEnv") if os.environ.get("TTLSTATE_TEST_JVM_FLAGS")
-              for a in ("--conf", f"{k}.JDK_JAVA_OPTIONS={os.environ['TTLSTATE_TEST_JVM_FLAGS']}")],
+            "--conf", "spark.ui.enabled=false", *_container_jvm_flags(),
             "--jars", ttlstate.jar_path(), "--py-files", str(HERE / "streaming.py"),
             str(HERE / "checkpoint_pipeline.py"), str(work / f"{mode}.spec.json")]
     return yarn.submit(args, work / f"{mode}.log")
+
+
+def _container_jvm_flags() -> list[str]:
+    """The tests' JVM flags (conftest) for the containers too, whose environment YARN makes
+    without ours: the application master's (the driver's in cluster mode) and the executors'."""
+    flags = os.environ.get("TTLSTATE_TEST_JVM_FLAGS")
+    if not flags:
+        return []
+    return ["--conf", f"spark.yarn.appMasterEnv.JDK_JAVA_OPTIONS={flags}",
+            "--conf", f"spark.executorEnv.JDK_JAVA_OPTIONS={flags}"]
 
 
 def _executor_containers(work) -> list[tuple[int, str]]:
