@@ -127,9 +127,10 @@ def run_cases(work: pathlib.Path, tag: str, cases: dict, **kw) -> dict:
     Spark's default, not to the builder's: cases should not set the builder's keys). What the
     JVM reads once is the first case's: the store service's confs as it starts, the maintenance
     interval. Returns {label: output as `run` gives}."""
+    kw.setdefault("timeout_s", max(900, 300 * len(cases)))  # the cases one after another
     return run(work, tag, st.HDFS, "", {}, cases={
         label: [ck, list(queries), {**confs, st.PROVIDER_CLASS_KEY: provider}]
-        for label, (provider, ck, queries, confs) in cases.items()}, **{"timeout_s": max(900, 300 * len(cases)), **kw})
+        for label, (provider, ck, queries, confs) in cases.items()}, **kw)
 
 
 def batches_written(work: pathlib.Path, tag: str) -> dict:

@@ -92,7 +92,7 @@ def first_parts(request, tmp_path_factory, files):
     work = tmp_path_factory.mktemp("migrate-part-1")
     st.write_files(work / "events", files, *PARTS[0])
     cases = {c: (CASES[c][0], str(work / c), CASES[c][3], CASES[c][1]) for c in selected}
-    out = pipeline.run_cases(work, "part-1", cases) if cases else {}
+    out = pipeline.run_cases(work, "part-1", cases)
     st.write_files(work / "events", files, *PARTS[1])
     return work / "events", {c: (cases[c][1], out[c]) for c in cases}
 
