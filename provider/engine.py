@@ -19,9 +19,8 @@ from rocksdict import AccessType, Rdict, ReadOptions, WriteBatch
 from . import rocksdb_options
 from .errors import CorruptFileError, StorageError, TtlstateError
 from .manifest import SstFile
-from .protocol import (RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER, RECORD_PUT_OVER_LIVE, RECORD_REMOVE,
-                       RECORD_REMOVE_LIVE, RECORD_REMOVE_PRESENT)
-from .ttl import codec, written_at
+from .protocol import RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER, RECORD_REMOVE_PRESENT
+from .ttl import codec
 from .ttl import MAX_TS
 
 _CRC_CHUNK = 1 << 20
@@ -123,7 +122,6 @@ def without_write_time(key: bytes, value: bytes) -> bytes:
 
 _RECORD_KEY = operator.itemgetter(1)
 _FIRST = operator.itemgetter(0)
-_REMOVE_KINDS = frozenset((RECORD_REMOVE, RECORD_REMOVE_PRESENT, RECORD_REMOVE_LIVE))
 
 
 def write_keyed_records(db: Rdict, records) -> int:
@@ -167,65 +165,59 @@ def write_keyed_records(db: Rdict, records) -> int:
     return delta
 
 
-def write_stamped_records(db: Rdict, records, stamp: int, ttl_ms: int):
-    """Write keyed records into a TTL store's `db` in one WriteBatch, each put's value stamped
-    with `stamp` (the transaction's TTL timestamp, Flink's layout), in one pass over the
-    records in their order: a key's stored entry is read at its first record in the frame
-    unless that record is a presence hint that tells it: PUT_NEW (not stored), PUT_OVER_LIVE or
-    REMOVE_LIVE (stored, with the timestamp its expiry time gives, `ttl.written_at`); its later
-    records see the ones before them. ACCESS records are skipped (the caller counts them). The
-    batch is built in key order (docs/decisions/077-memtable-bloom-and-sorted-writes.md) with a
-    stable sort, so a key's last write still wins. docs/decisions/097-ttl-write-batches.md,
-    docs/decisions/102-ttl-batch-clock-fast-paths.md.
+def write_prestamped_records(db: Rdict, records, stamp: int):
+    """Write a WRITE_STAMPED frame's records into a TTL store's `db` in one WriteBatch in key
+    order, as `write_keyed_records` does: the puts' values are already stored entries (stamped
+    with `stamp`). PUT_NEW names a key not stored, PUT_OVER and REMOVE_PRESENT a live one; a PUT
+    or REMOVE without a hint reads the key's stored entry (or takes the records before it in the
+    frame: those are stamped `stamp`). docs/decisions/111-pre-stamped-ttl-writes.md.
 
-    Returns (change in the key count, the timestamps of the stored entries replaced or
-    removed, the writes as (key, stored or None) in the records' order, for the changelog, and
-    how many of them are puts)."""
-    prefix = codec.encode(stamp, b"")
-    delta = puts = 0
-    replaced: list[int] = []
-    applied: list[tuple[bytes, bytes | None]] = []
-    current: dict[bytes, int | None] = {}  # key -> timestamp of its entry so far (None: absent)
-    get = db.get
-    for kind, key, value in records:
-        if key is None:  # ACCESS
-            continue
-        if key in current:
-            old = current[key]
-        elif kind == RECORD_PUT_NEW:
-            old = None
-        else:
-            old = None
-            if kind == RECORD_PUT_OVER_LIVE:
-                old = written_at(value[1], ttl_ms)
-            elif kind == RECORD_REMOVE_LIVE:
-                old = written_at(value, ttl_ms)
-            if old is None:
-                stored = get(key)
-                old = None if stored is None else codec.timestamp(stored)
-        if kind in _REMOVE_KINDS:
-            current[key] = None
-            if old is None:
-                continue  # removing a missing key is a no-op
-            delta -= 1
-            replaced.append(old)
-            applied.append((key, None))
-        else:
-            if old is None:
-                delta += 1
-            else:
-                replaced.append(old)
-            current[key] = stamp
-            puts += 1
-            applied.append((key, prefix + (value[0] if kind == RECORD_PUT_OVER_LIVE else value)))
+    Returns (change in the key count, how many puts, how many records of kinds 5 and 6, the
+    timestamps of the stored entries the unhinted records replaced or removed)."""
+    delta = puts = hinted = 0
+    unhinted: list[int] = []
     batch = WriteBatch(raw_mode=True)
-    for key, stored in sorted(applied, key=_FIRST):
-        if stored is None:
+    written: dict[bytes, bool] = {}  # key: present after the records so far
+    get = db.get
+    for kind, key, value in sorted(records, key=_RECORD_KEY):
+        if kind == RECORD_PUT_NEW:
+            delta += 1
+            puts += 1
+            batch.put(key, value)
+            written[key] = True
+        elif kind == RECORD_PUT_OVER:
+            hinted += 1
+            puts += 1
+            batch.put(key, value)
+            written[key] = True
+        elif kind == RECORD_REMOVE_PRESENT:
+            hinted += 1
+            delta -= 1
             batch.delete(key)
-        else:
-            batch.put(key, stored)
+            written[key] = False
+        else:  # RECORD_PUT or RECORD_REMOVE: what is stored?
+            present = written.get(key)
+            if present is None:
+                stored = get(key)
+                present = stored is not None
+                old = codec.timestamp(stored) if present else 0
+            else:
+                old = stamp
+            if kind == RECORD_PUT:
+                puts += 1
+                if present:
+                    unhinted.append(old)
+                else:
+                    delta += 1
+                batch.put(key, value)
+                written[key] = True
+            elif present:
+                delta -= 1
+                unhinted.append(old)
+                batch.delete(key)
+                written[key] = False
     db.write(batch)
-    return delta, replaced, applied, puts
+    return delta, puts, hinted, unhinted
 
 
 # Keys per RocksDB MultiGet: it holds each key's data block (decompressed, when the block cache

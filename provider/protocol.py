@@ -11,7 +11,7 @@ import struct
 
 from .errors import ProtocolError
 
-PROTOCOL_VERSION = 8
+PROTOCOL_VERSION = 9
 MAX_FRAME = 64 * 1024 * 1024
 # A MULTI_GET reply answers the keys asked in order until its answers reach about this many
 # bytes (at least one answer); the JVM asks again for the rest (docs/decisions/095-multi-get-reply-split.md).
@@ -39,6 +39,7 @@ MAINTAIN = 0x11
 MANIFEST_FILES = 0x12
 READ_CHANGELOG = 0x13
 PLAN = 0x14
+WRITE_STAMPED = 0x15
 
 OP_NAMES = {
     HELLO: "HELLO", OPEN: "OPEN", LOAD: "LOAD", BEGIN: "BEGIN",
@@ -46,7 +47,7 @@ OP_NAMES = {
     ITER_OPEN: "ITER_OPEN", ITER_NEXT: "ITER_NEXT", ITER_CLOSE: "ITER_CLOSE",
     STATS: "STATS", COMMIT: "COMMIT", ABORT: "ABORT", SNAPSHOT: "SNAPSHOT",
     CLOSE: "CLOSE", PING: "PING", MAINTAIN: "MAINTAIN", MANIFEST_FILES: "MANIFEST_FILES",
-    READ_CHANGELOG: "READ_CHANGELOG", PLAN: "PLAN",
+    READ_CHANGELOG: "READ_CHANGELOG", PLAN: "PLAN", WRITE_STAMPED: "WRITE_STAMPED",
 }
 
 STATUS_OK = 0
@@ -70,6 +71,10 @@ RECORD_REMOVE_LIVE = 8
 _PUTS = frozenset((RECORD_PUT, RECORD_PUT_NEW, RECORD_PUT_OVER))
 _REMOVES = frozenset((RECORD_REMOVE, RECORD_REMOVE_PRESENT))
 _LIVE_HINTS = frozenset((RECORD_PUT_OVER_LIVE, RECORD_REMOVE_LIVE))
+_WRITE_KINDS = _PUTS | _REMOVES | _LIVE_HINTS | {RECORD_ACCESS}
+# WRITE_STAMPED's kinds: its kinds 5 and 6 name live entries, whose expiresAt is in its tail
+STAMPED_KINDS = _PUTS | _REMOVES
+STAMP_BYTES = 8  # a stamped value's timestamp (ttlstate.ttl.codec.TS_BYTES)
 
 BEGIN_WRITE = 0  # BEGIN modes: a write transaction that writes a changelog,
 BEGIN_READ_ONLY = 1  # a read-only transaction,
@@ -324,6 +329,7 @@ REQUEST_FIELDS: dict[int, tuple[str, ...]] = {
     READ_CHANGELOG: ("path", "version", "fromRecord", "maxRecords"),
     PLAN: ("purpose", "v2", "version", "id", "from", "minVersionsToRetain", "minVersionsToDelete",
            "maxVersionsToDelete", "files"),
+    WRITE_STAMPED: ("stamp", "records", "accesses", "replaced"),
 }
 
 _PAYLOADS = {
@@ -343,6 +349,7 @@ _PAYLOADS = {
     READ_CHANGELOG: lambda r: (r.str(), r.i64(), r.i64(), r.u32()),
     PLAN: lambda r: (read_plan_purpose(r), r.bool(), r.i64(), r.str(), r.i64(), r.i32(), r.i64(), r.i32(),
                      read_plan_files(r)),
+    WRITE_STAMPED: lambda r: _without_encoded(read_write_stamped(r)),
 }
 
 
@@ -357,12 +364,12 @@ def read_payload(r: Reader, op: int) -> tuple:
 
 def decode_request(body: bytes | memoryview) -> tuple[int, int, dict]:
     """Decode a whole request body into (op, handle, fields), byte strings as hex and a
-    WRITE_BATCH's records flattened (`_flat_record`); the shared vectors' decoder
+    WRITE_BATCH's (or WRITE_STAMPED's) records flattened (`_flat_record`); the shared vectors' decoder
     (tests/vectors/make_vectors.py), reading every payload as the worker does (`read_payload`)."""
     r = Reader(body)
     op, handle = read_header(r)
     f = dict(zip(REQUEST_FIELDS[op], read_payload(r, op)))
-    if op == WRITE_BATCH:
+    if op in (WRITE_BATCH, WRITE_STAMPED):
         f["records"] = [_flat_record(rec) for rec in f["records"]]
     return op, handle, {k: _hexed(v) for k, v in f.items()}
 
@@ -429,7 +436,8 @@ def _flat_record(rec: tuple) -> list:
     return [kind, key, value]
 
 
-def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | tuple | None]]:
+def read_records(r: Reader, kinds: frozenset = _WRITE_KINDS,
+                 min_value: int = 0) -> list[tuple[int, bytes | None, bytes | int | tuple | None]]:
     """The (kind, key, value-or-None) records of a WRITE_BATCH payload; an access record
     is (RECORD_ACCESS, None, count); a live-entry hint carries the stored entry's expiresAt:
     (RECORD_PUT_OVER_LIVE, key, (value, expiresAt)) and (RECORD_REMOVE_LIVE, key, expiresAt).
@@ -437,7 +445,8 @@ def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | tuple
     The hot path of every write: one tight loop over the buffer instead of Reader calls,
     with the same checks (and errors) as `Reader`. Keyed records have the layout of a
     changelog's records (`ttlstate.statefile`), so a frame without access records can be
-    copied into a changelog as it is (`encoded_records`).
+    copied into a changelog as it is (`encoded_records`). `kinds`: the record kinds allowed;
+    `min_value`: the fewest bytes a put's value may have.
     """
     n = r.count(5)
     buf, pos, end = r.buf, r.pos, len(r.buf)
@@ -448,13 +457,15 @@ def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | tuple
         if pos + 5 > end:
             raise ProtocolError(f"frame truncated at byte {pos}")
         kind = buf[pos]
+        if kind not in kinds:
+            if kind in _WRITE_KINDS:
+                raise ProtocolError(f"write record kind {kind} is not allowed in this frame")
+            raise ProtocolError(f"unknown write record kind {kind}")
         (length,) = unpack(buf, pos + 1)
         pos += 5
         if kind == RECORD_ACCESS:
             append((kind, None, length))
             continue
-        if kind not in _PUTS and kind not in _REMOVES and kind not in _LIVE_HINTS:
-            raise ProtocolError(f"unknown write record kind {kind}")
         key_end = pos + length
         if key_end > end:
             raise ProtocolError(f"byte string of {length} bytes overruns the frame at byte {pos}")
@@ -476,6 +487,8 @@ def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | tuple
         value_end = pos + length
         if value_end > end:
             raise ProtocolError(f"byte string of {length} bytes overruns the frame at byte {pos}")
+        if length < min_value:
+            raise ProtocolError(f"a value of {length} bytes at byte {pos}, where each holds at least {min_value}")
         value = bytes(buf[pos:value_end])
         pos = value_end
         if kind == RECORD_PUT_OVER_LIVE:
@@ -487,6 +500,24 @@ def read_records(r: Reader) -> list[tuple[int, bytes | None, bytes | int | tuple
         append((kind, key, value))
     r.pos = pos
     return out
+
+
+def read_write_stamped(r: Reader) -> tuple[int, list, bytes, int, list[tuple[int, int]]]:
+    """A WRITE_STAMPED payload: (stamp, records as `read_records` gives them, the records'
+    bytes, accesses, the tail's (expiresAt, count) pairs); refuses a record kind a stamped
+    frame cannot carry."""
+    stamp = r.i64()
+    start = r.pos + 4
+    records = read_records(r, STAMPED_KINDS, STAMP_BYTES)
+    encoded = bytes(r.buf[start:r.pos])
+    accesses = r.u32()
+    replaced = [(r.i64(), r.u32()) for _ in range(r.count(12))]
+    return stamp, records, encoded, accesses, replaced
+
+
+def _without_encoded(payload: tuple) -> tuple:
+    stamp, records, _, accesses, replaced = payload
+    return stamp, records, accesses, replaced
 
 
 def encoded_records(body: bytes, records: list) -> bytes | None:

@@ -22,8 +22,9 @@ def loaded(num_keys: int) -> p.Writer:
     return p.ok().i64(num_keys)
 
 
-def begun(handle: int, direct: bool) -> p.Writer:
-    return p.ok().u32(handle).u8(1 if direct else 0)
+def begun(handle: int, direct: bool, stamp: int | None = None) -> p.Writer:
+    """`stamp`: the TTL timestamp the transaction's writes carry if it takes WRITE_STAMPED."""
+    return p.ok().u32(handle).u8(1 if direct else 0).u8(0 if stamp is None else 1).i64(stamp or 0)
 
 
 def answer(w: p.Writer, value: bytes | None, expires_at: int) -> p.Writer:

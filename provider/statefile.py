@@ -66,8 +66,6 @@ LAYOUT_NAMES = {LAYOUT_PLAIN: "plain", LAYOUT_TTL: "ttl"}
 
 _PUT_BYTE = bytes([PUT])
 _REMOVE_BYTE = bytes([REMOVE])
-# the encoded lengths of most keys and values, made once (`ChangelogWriter.add_all`)
-_LENGTHS = tuple(_LEN.pack(n) for n in range(4096))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,23 +114,6 @@ class ChangelogWriter:
         if self._size >= _EMIT_BYTES:  # one CRC and one compressor call per piece
             self._emit(b"".join(self._parts))
             self._parts, self._size = [], 0
-
-    def add_all(self, entries: list[tuple[bytes, bytes | None]]):
-        """`add` of each (key, value or None: a removal) of `entries`, in their order, encoded
-        in one pass: the pieces of all records joined once, the lengths below 4096 taken made."""
-        if not entries:
-            return
-        parts: list[bytes] = []
-        extend, put, remove, pack = parts.extend, _PUT_BYTE, _REMOVE_BYTE, _LEN.pack
-        lengths, made = _LENGTHS, len(_LENGTHS)
-        for k, v in entries:
-            n = len(k)
-            if v is None:
-                extend((remove, lengths[n] if n < made else pack(n), k))
-            else:
-                m = len(v)
-                extend((put, lengths[n] if n < made else pack(n), k, lengths[m] if m < made else pack(m), v))
-        self.add_encoded(b"".join(parts), len(entries))
 
     def add_encoded(self, records: bytes, count: int):
         """Adds `count` records already encoded as this file encodes them (a WRITE_BATCH's

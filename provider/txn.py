@@ -14,11 +14,11 @@ import heapq
 from typing import Iterator
 
 from . import statefile
-from .engine import db_items, multi_get, write_keyed_records, write_stamped_records
-from .errors import TtlstateError
+from .engine import db_items, multi_get, write_keyed_records, write_prestamped_records
+from .errors import ProtocolError, TtlstateError
 from .protocol import (RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_PUT_OVER_LIVE, RECORD_REMOVE,
                        RECORD_REMOVE_LIVE, RECORD_REMOVE_PRESENT)
-from .ttl import MAX_TS, codec, event_time, expiration_ts, expired_at, refreshes
+from .ttl import MAX_TS, codec, event_time, expiration_ts, expired_at, refreshes, written_at
 from .ttl.config import StateVisibility, TimeCharacteristic, UpdateType
 from .ttl.histogram import TsHistogram
 from .ttl_cleanup import IncrementalCleanup
@@ -221,9 +221,6 @@ class Txn:
                 self.changelog.add_encoded(encoded, len(records))
             self.store.enable_memtable_bloom_when_large(self.key_delta)
             return
-        if self.direct and self.ttl_ms and self.fixed_clock and not self.written_since:
-            self._apply_stamped(records)
-            return
         for kind, key, value in records:
             if kind == RECORD_PUT:
                 self.put(key, value)
@@ -240,27 +237,55 @@ class Txn:
             else:
                 self.put(key, value, present=kind == RECORD_PUT_OVER)
 
-    def _apply_stamped(self, records):
-        """A frame of a direct TTL transaction with a fixed clock, all at once: each key's
-        stored entry read once, unless the JVM's presence hint tells it
-        (docs/decisions/102-ttl-batch-clock-fast-paths.md), the
-        writes in one WriteBatch in key order (docs/decisions/097-ttl-write-batches.md). The same
-        key count, histogram,
-        changelog and cleanup debt as `put` and `remove` one record at a time: every write
-        carries the same timestamp, and no iterator is open to be told of them."""
-        stamp = self.stamp()
-        delta, replaced, applied, puts = write_stamped_records(self.store.db, records, stamp, self.ttl_ms)
+    def write_stamp(self) -> int | None:
+        """The timestamp this transaction's writes carry if the JVM may send them stamped
+        (WRITE_STAMPED: a direct write transaction of a TTL store with a fixed clock), else None.
+        docs/decisions/111-pre-stamped-ttl-writes.md."""
+        if self.direct and self.ttl_ms and self.fixed_clock and not self.read_only:
+            return self.stamp()
+        return None
+
+    def apply_prestamped(self, stamp: int, records, encoded: bytes, accesses: int,
+                         replaced: list[tuple[int, int]]):
+        """Apply a WRITE_STAMPED frame (`protocol.read_write_stamped`): its puts' values are
+        stored entries stamped with `stamp`, `replaced` the (expiresAt, count) of the live
+        entries its kinds 5 and 6 replace. At once, as a store without TTL writes a frame: the
+        records into one WriteBatch, their bytes into the changelog as they are; the histogram
+        from `replaced` and the few keys the JVM could not hint. One by one (`put`, `remove`)
+        while an open iterator must be told of the writes."""
+        if stamp != self.write_stamp():
+            raise ProtocolError(f"WRITE_STAMPED with stamp {stamp}, where this transaction stamps "
+                                f"{self.write_stamp()}")
+        if self.written_since:
+            for kind, key, value in records:
+                if value is None:
+                    self.remove(key)
+                else:
+                    self.put(key, value[codec.TS_BYTES:])
+            self.accessed(accesses)
+            return
+        live = sum(n for _, n in replaced)
+        delta, puts, hinted, unhinted = write_prestamped_records(self.store.db, records, stamp)
+        if hinted != live:
+            raise ProtocolError(f"WRITE_STAMPED names {live} live entries in its tail and has {hinted} "
+                                "records of kinds 5 and 6")
         self.key_delta += delta
         hist = self.hist_delta
-        for old_ts, n in collections.Counter(replaced).items():  # a frame's entries share few stamps
+        for expires_at, n in replaced:
+            old_ts = written_at(expires_at, self.ttl_ms)
+            if old_ts is None:
+                raise ProtocolError(f"WRITE_STAMPED names a live entry expiring at {expires_at}, "
+                                    "which tells no timestamp")
+            hist.add(old_ts, -n)
+        for old_ts, n in collections.Counter(unhinted).items():
             hist.add(old_ts, -n)
         if puts:
             hist.add(stamp, puts)
         if self.changelog is not None:
-            self.changelog.add_all(applied)
+            self.changelog.add_encoded(encoded, len(records))
         self.store.enable_memtable_bloom_when_large(self.key_delta)
-        if self.cleans:  # each write owes a step, as in `put` and `remove`; ACCESS its count
-            self.cleanup.accessed(sum(value if kind == RECORD_ACCESS else 1 for kind, _, value in records))
+        if self.cleans:  # each write owes a step, as in `put` and `remove`; the JVM's reads theirs
+            self.cleanup.accessed(len(records) + accesses)
 
     def put(self, key: bytes, value: bytes, present: bool | None = None):
         """Write `value`; `present` (stores without TTL only) says whether the key is in the

@@ -119,19 +119,30 @@ class Worker:
                                    changelog=mode == p.BEGIN_WRITE)
         handle = self._new_handle()
         self.txns[handle] = txn
-        return replies.begun(handle, txn.direct)
+        return replies.begun(handle, txn.direct, txn.write_stamp())
 
     def apply_write_batch(self, h, r):
         """WRITE_BATCH has no reply: errors are kept on the transaction (PROTOCOL.md)."""
-        txn = self.txns.get(h)
         (records,) = p.read_payload(r, p.WRITE_BATCH)  # decode fully first: a bad frame changes nothing
+        self._write(h, lambda txn: txn.apply(records, p.encoded_records(r.buf, records)))
+
+    def apply_write_stamped(self, h, r):
+        """WRITE_STAMPED: as WRITE_BATCH, its values stamped by the JVM."""
+        stamp, records, encoded, accesses, replaced = p.read_write_stamped(r)
+        r.end()
+        self._write(h, lambda txn: txn.apply_prestamped(stamp, records, encoded, accesses, replaced))
+
+    def _write(self, h, apply):
+        """`apply` a decoded write frame to transaction `h`; an error is kept on it, returned by
+        its next request (the frame gets no reply)."""
+        txn = self.txns.get(h)
         if txn is None or not txn.open or txn.deferred_error is not None:
             return
         if txn.read_only:
             txn.deferred_error = TtlstateError("write to a read-only transaction")
             return
         try:
-            txn.apply(records, p.encoded_records(r.buf, records))
+            apply(txn)
         except TtlstateError as e:
             txn.deferred_error = e
         except Exception as e:  # noqa: BLE001 - surfaced on the next call
@@ -359,6 +370,9 @@ class Worker:
         with self.lock:
             if op == p.WRITE_BATCH:
                 self.apply_write_batch(handle, r)
+                return None
+            if op == p.WRITE_STAMPED:
+                self.apply_write_stamped(handle, r)
                 return None
             if op == p.HELLO:
                 raise ProtocolError("HELLO sent twice")

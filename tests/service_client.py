@@ -13,6 +13,7 @@ import tempfile
 import psutil
 
 from ttlstate import protocol as p
+from ttlstate.ttl import codec
 
 
 def encode_records(w: p.Writer, records) -> p.Writer:
@@ -30,6 +31,34 @@ def encode_records(w: p.Writer, records) -> p.Writer:
             w.i64(value)
         elif kind not in (p.RECORD_REMOVE, p.RECORD_REMOVE_PRESENT):
             w.bytes(value)
+    return w
+
+
+def encode_stamped(txn: int, stamp: int, records) -> p.Writer:
+    """The WRITE_STAMPED frame the JVM sends for `records` (as `encode_records` takes them) on a
+    transaction whose BEGIN answered `stamp`: each put's value stamped, a live-entry hint as
+    PUT_OVER / REMOVE_PRESENT with its expiry time counted in the tail, ACCESS records summed
+    into the tail (docs/PROTOCOL.md, WRITE_STAMPED)."""
+    body, n, accesses, live = p.Writer(), 0, 0, {}
+    for kind, key, value in records:
+        if kind == p.RECORD_ACCESS:
+            accesses += value
+            continue
+        n += 1
+        if kind == p.RECORD_PUT_OVER_LIVE:
+            kind, (value, expires_at) = p.RECORD_PUT_OVER, value
+            live[expires_at] = live.get(expires_at, 0) + 1
+        elif kind == p.RECORD_REMOVE_LIVE:
+            live[value] = live.get(value, 0) + 1
+            kind, value = p.RECORD_REMOVE_PRESENT, None
+        body.u8(kind).bytes(key)
+        if value is not None:
+            body.bytes(codec.encode(stamp, value))
+    w = p.request(p.WRITE_STAMPED, txn).i64(stamp).u32(n)
+    w.parts.extend(body.parts)
+    w.u32(accesses).u32(len(live))
+    for expires_at, count in live.items():
+        w.i64(expires_at).u32(count)
     return w
 
 

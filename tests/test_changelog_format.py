@@ -2,8 +2,6 @@
 its record kinds are pinned here, so a change to the protocol's WRITE_BATCH records cannot
 change the bytes on disk unnoticed (docs/decisions/049-one-owner-per-rule.md)."""
 
-import random
-
 from service_client import encode_records
 from ttlstate import protocol, statefile
 from ttlstate.statefile import FILE_CHANGELOG, FileMeta, LAYOUT_PLAIN
@@ -28,22 +26,3 @@ def test_wire_records_are_copied_only_while_they_encode_as_the_file_does(tmp_pat
     meta, got = statefile.read(str(tmp_path / "1.changelog"), FILE_CHANGELOG, 1)
     assert meta == FileMeta(LAYOUT_PLAIN, -1, b"")
     assert list(got) == [(k, v) for _, k, v in records]
-
-
-def test_records_added_at_once_read_back_as_added_one_by_one(tmp_path):
-    # `add_all` (a TTL frame's writes) encodes its own way: the file must still read back as the
-    # entries, long keys and values (lengths past its table of made ones) included
-    rng = random.Random(5)
-    entries = [(rng.randbytes(rng.choice([1, 36, 5000])),
-                None if rng.random() < 0.3 else rng.randbytes(rng.choice([0, 8, 4095, 4096, 70000])))
-               for _ in range(300)]
-    files = []
-    for name, add in (("all", lambda w: w.add_all(entries)),
-                      ("each", lambda w: [w.add(k, v) for k, v in entries])):
-        writer = statefile.ChangelogWriter(str(tmp_path / f"{name}.tmp"), FILE_CHANGELOG, 1, LAYOUT_PLAIN)
-        add(writer)
-        writer.finish(str(tmp_path / f"{name}.changelog"))
-        _, got = statefile.read(str(tmp_path / f"{name}.changelog"), FILE_CHANGELOG, 1)
-        assert list(got) == entries
-        files.append((tmp_path / f"{name}.changelog").read_bytes())
-    assert files[0] == files[1]

@@ -86,7 +86,9 @@ LAYOUT = {
     p.MANIFEST_FILES: ["str", "i64"],
     p.READ_CHANGELOG: ["str", "i64", "i64", "u32"],
     p.PLAN: ["plan_purpose", "bool", "i64", "str", "i64", "i32", "i64", "i32", ("list", ["str", "i64"])],
+    p.WRITE_STAMPED: ["i64", "stamped_records", "u32", ("list", ["i64", "u32"])],
 }
+NO_REPLY_OPS = (p.WRITE_BATCH, p.WRITE_STAMPED)  # PROTOCOL.md: these get no reply
 _WIDTH = {"u8": 1, "bool": 1, "u16": 2, "u32": 4, "i32": 4, "len": 4, "count": 4, "handle": 4, "i64": 8}
 
 
@@ -112,11 +114,13 @@ def spec_walk(body: bytes) -> list[tuple[int, str]]:
             raise Reject("bool")
         return v
 
-    def blob(text: bool):
+    def blob(text: bool, least: int = 0):
         nonlocal pos
         n = num("len")
         if pos + n > len(body):
             raise Reject("blob overruns")
+        if n < least:
+            raise Reject("a stamped value without its stamp")
         raw = body[pos:pos + n]
         pos += n
         if text:
@@ -144,6 +148,15 @@ def spec_walk(body: bytes) -> list[tuple[int, str]]:
                     blob(False)
                 if rk in (p.RECORD_PUT_OVER_LIVE, p.RECORD_REMOVE_LIVE):
                     num("i64")
+        elif kind == "stamped_records":  # kinds 1, 2, 4, 5, 6; a put's value begins with its 8-byte stamp
+            for _ in range(num("count")):
+                rk = num("u8")
+                if rk not in (p.RECORD_PUT, p.RECORD_REMOVE, p.RECORD_PUT_NEW, p.RECORD_PUT_OVER,
+                              p.RECORD_REMOVE_PRESENT):
+                    raise Reject("record kind")
+                blob(False)
+                if rk in (p.RECORD_PUT, p.RECORD_PUT_NEW, p.RECORD_PUT_OVER):
+                    blob(False, 8)
         elif kind == "begin_mode":
             if num("u8") not in (p.BEGIN_WRITE, p.BEGIN_READ_ONLY, p.BEGIN_WRITE_NO_CHANGELOG):
                 raise Reject("transaction mode")
@@ -462,7 +475,7 @@ def expected_replies(stream: bytes, authed: bool, token: bytes, half_closed: boo
             return out + ["refused", "eof"]
         if decoded is None or decoded[0] == p.HELLO:
             return out + ["protocol", "eof"]
-        if decoded[0] != p.WRITE_BATCH:
+        if decoded[0] not in NO_REPLY_OPS:
             out.append("reply")
     if end == "bad-length" or (end == "partial" and half_closed):
         return out + (["refused"] if not authed else ["protocol"]) + ["eof"]
@@ -482,7 +495,7 @@ class Stats:
     closed_silently: int = 0  # connection closed without an error frame (closed before HELLO)
     error_kept_open: int = 0  # well-formed: a non-protocol error, connection stays open
     ok_reply: int = 0  # well-formed: an OK reply
-    no_reply: int = 0  # well-formed WRITE_BATCH: no reply (per protocol)
+    no_reply: int = 0  # well-formed WRITE_BATCH or WRITE_STAMPED: no reply (per protocol)
     unsafe_skipped: int = 0  # decoded to a path outside the sandbox: not sent
     connections: int = 0
     preauth: int = 0
@@ -842,7 +855,7 @@ class LiveFuzz:
                 stats.closed_silently += 1
         else:
             frames = split_frames(stream)[0]
-            if frames[0][0] == p.WRITE_BATCH:
+            if frames[0][0] in NO_REPLY_OPS:
                 stats.no_reply += 1
             elif seen and seen[0][0] == p.STATUS_OK:
                 stats.ok_reply += 1

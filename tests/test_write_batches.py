@@ -1,15 +1,20 @@
-"""A direct transaction writes each WRITE_BATCH frame into RocksDB in key order, without TTL
-(docs/decisions/077-memtable-bloom-and-sorted-writes.md) and with it
-(docs/decisions/097-ttl-write-batches.md): the database, the key count, the TTL histogram and the
-changelog must still be those of the records applied in the order they came, repeats of a key
-and records without hints included."""
+"""A direct transaction writes each frame into RocksDB at once, in key order: a WRITE_BATCH of a
+store without TTL (docs/decisions/077-memtable-bloom-and-sorted-writes.md) and a TTL store's
+WRITE_STAMPED, its values stamped by the JVM (docs/decisions/111-pre-stamped-ttl-writes.md, after
+docs/decisions/097-ttl-write-batches.md): the database, the key count, the TTL histogram and the
+changelog must still be those of the records applied one by one in the order they came, repeats
+of a key and records without hints included."""
 
 from __future__ import annotations
 
 import random
 
-from service_client import encode_records
+import pytest
+
+from service_client import encode_records, encode_stamped
 from ttlstate import protocol as p
+from ttlstate.errors import ProtocolError
+from ttlstate.ttl import codec
 from ttlstate.store import Store
 from ttlstate.ttl.config import TtlConfig
 
@@ -105,50 +110,6 @@ def _ttl_history(store: Store, tmp_path) -> None:
         store.commit(t, version, str(tmp_path / f"{store.store_id}-{version}.changelog"))
 
 
-def test_a_ttl_frame_written_at_once_ends_as_its_records_one_by_one(tmp_path):
-    """A direct TTL transaction applies a frame at once, its writes in one WriteBatch
-    (docs/decisions/097-ttl-write-batches.md):
-    the database, key count, timestamp histogram and changelog must be those of `put` and
-    `remove` record by record, over live, expired and missing keys, repeats included. (The
-    incremental cleanup is owed the same steps, paid after the frame instead of within it; here
-    it makes its one pass over the few keys in both.)"""
-    rng = random.Random(11)
-    frames = []
-    for frame in range(20):
-        records = []
-        for i in range(30):
-            key = rng.choice(KEYS)
-            roll = rng.random()
-            if roll < 0.1:
-                records.append((p.RECORD_ACCESS, None, rng.randint(1, 5)))
-            elif roll < 0.7:
-                records.append((p.RECORD_PUT, key, b"f%d.%d" % (frame, i)))
-            else:
-                records.append((p.RECORD_REMOVE, key, None))
-        frames.append(records)
-    at_once, one_by_one = _ttl_store(tmp_path, "a"), _ttl_store(tmp_path, "b")
-    try:
-        for store in (at_once, one_by_one):
-            _ttl_history(store, tmp_path)
-        ta = at_once.begin(2, read_only=False, batch_ts=12_000)
-        tb = one_by_one.begin(2, read_only=False, batch_ts=12_000)
-        assert ta.direct and tb.direct
-        for records in frames:
-            ta.apply(records, None)
-            for kind, key, value in records:
-                if kind == p.RECORD_ACCESS:
-                    tb.accessed(value)
-                elif kind == p.RECORD_PUT:
-                    tb.put(key, value)
-                else:
-                    tb.remove(key)
-            assert (ta.key_delta, ta.hist_delta.counts) == (tb.key_delta, tb.hist_delta.counts)
-        _commit_both_and_compare(tmp_path, (at_once, ta), (one_by_one, tb))
-    finally:
-        at_once.close(delete_files=True)
-        one_by_one.close(delete_files=True)
-
-
 TTL_MS = 10_000
 
 
@@ -189,64 +150,103 @@ def _hinted_ttl_frames(rng: random.Random, stored: dict[bytes, int], now: int, f
     return out
 
 
-def test_ttl_presence_hints_give_what_lookups_give(tmp_path):
-    """A direct TTL transaction's frames with presence hints (PUT_NEW, PUT_OVER_LIVE,
-    REMOVE_LIVE: docs/decisions/102-ttl-batch-clock-fast-paths.md), through the wire encoding, end
-    as the same records without hints
-    applied one by one: database, key count, timestamp histogram, changelog."""
-    rng = random.Random(23)
-    hinted, plain = _ttl_store(tmp_path, "h"), _ttl_store(tmp_path, "p")
+def _apply_wire_stamped(t, records, stamp: int) -> None:
+    """`records` through the JVM's WRITE_STAMPED encoding and the worker's decoder, applied."""
+    r = p.Reader(encode_stamped(1, stamp, records).body())
+    p.read_header(r)
+    stamp_read, decoded, encoded, accesses, replaced = p.read_write_stamped(r)
+    r.end()
+    t.apply_prestamped(stamp_read, decoded, encoded, accesses, replaced)
+
+
+def _apply_one_by_one(t, records) -> None:
+    for kind, key, value in records:
+        if kind == p.RECORD_ACCESS:
+            t.accessed(value)
+        elif kind in (p.RECORD_PUT, p.RECORD_PUT_NEW):
+            t.put(key, value)
+        elif kind == p.RECORD_PUT_OVER_LIVE:
+            t.put(key, value[0])
+        else:
+            t.remove(key)
+
+
+@pytest.mark.parametrize("iterator_open", [False, True], ids=["at-once", "iterator-open"])
+def test_stamped_frames_give_what_their_records_one_by_one_give(tmp_path, iterator_open):
+    """WRITE_STAMPED (docs/decisions/111-pre-stamped-ttl-writes.md): frames with the JVM's
+    stamps, hints and tail, through the wire encoding, end as the same records without hints
+    applied one by one: database, key count, timestamp histogram, changelog. At once (the
+    records into one WriteBatch, their bytes into the changelog as they are) and, with an
+    iterator open on the transaction, one by one."""
+    rng = random.Random(29)
+    stamped, plain = _ttl_store(tmp_path, "st"), _ttl_store(tmp_path, "pl")
     try:
-        for store in (hinted, plain):
+        for store in (stamped, plain):
             _ttl_history(store, tmp_path)
         stored = {k: 0 for k in KEYS[::2]}
         stored.update({k: 8_000 for k in KEYS[::3]})
         frames = _hinted_ttl_frames(rng, stored, 12_000, 20)
-        kinds = {r[0] for f in frames for r in f}
-        assert {p.RECORD_PUT_NEW, p.RECORD_PUT_OVER_LIVE, p.RECORD_REMOVE_LIVE, p.RECORD_PUT} <= kinds
-        th = hinted.begin(2, read_only=False, batch_ts=12_000)
+        ts = stamped.begin(2, read_only=False, batch_ts=12_000)
         tp = plain.begin(2, read_only=False, batch_ts=12_000)
-        assert th.direct and tp.direct
+        assert ts.write_stamp() == 12_000 and tp.write_stamp() == 12_000
+        if iterator_open:
+            it = ts.iterate(b"")
+            next(it)
+            assert ts.written_since
         for records in frames:
-            body = encode_records(p.request(p.WRITE_BATCH, 1).u32(len(records)), records).body()
-            r = p.Reader(body)
-            p.read_header(r)
-            decoded = p.read_records(r)
-            assert decoded == records and p.encoded_records(body, decoded) is None
-            th.apply(decoded, None)
-            for kind, key, value in records:
-                if kind == p.RECORD_ACCESS:
-                    tp.accessed(value)
-                elif kind in (p.RECORD_PUT, p.RECORD_PUT_NEW):
-                    tp.put(key, value)
-                elif kind == p.RECORD_PUT_OVER_LIVE:
-                    tp.put(key, value[0])
-                else:
-                    tp.remove(key)
-            assert (th.key_delta, th.hist_delta.counts) == (tp.key_delta, tp.hist_delta.counts)
-        _commit_both_and_compare(tmp_path, (hinted, th), (plain, tp))
+            _apply_wire_stamped(ts, records, 12_000)
+            _apply_one_by_one(tp, records)
+            assert (ts.key_delta, ts.hist_delta.counts) == (tp.key_delta, tp.hist_delta.counts)
+        _commit_both_and_compare(tmp_path, (stamped, ts), (plain, tp))
     finally:
-        hinted.close(delete_files=True)
+        stamped.close(delete_files=True)
         plain.close(delete_files=True)
 
 
-def test_a_ttl_store_trusts_its_hints_instead_of_reading(tmp_path):
-    """The hints spare the reads: a direct TTL transaction takes PUT_NEW and PUT_OVER_LIVE at
-    their word (shown with hints that do not match the database, which the JVM never sends),
-    while a plain PUT reads the stored entry; a saturated expiry time tells no timestamp, so
-    that hint is looked up."""
+def test_a_stamped_frame_is_refused_unless_it_matches_its_transaction(tmp_path):
+    """The worker refuses a WRITE_STAMPED whose stamp is not the one BEGIN answered, whose tail
+    does not count its live records, or that names a saturated expiry time; and a transaction
+    that cannot take one (read-only, or a store without TTL) answers no stamp."""
     store = _ttl_store(tmp_path, "t")
     try:
-        _ttl_history(store, tmp_path)  # k00 written at 8,000 (stored), k01 never
+        _ttl_history(store, tmp_path)
+        r = store.begin(2, read_only=True, batch_ts=12_000)
+        assert r.write_stamp() is None
+        r.end()
         t = store.begin(2, read_only=False, batch_ts=12_000)
-        t.apply([(p.RECORD_PUT_NEW, b"k00", b"x")], None)  # the worker believes "not stored"
+        with pytest.raises(ProtocolError, match="stamp 11999"):
+            _apply_wire_stamped(t, [(p.RECORD_PUT_NEW, b"k01", b"x")], 11_999)
+        with pytest.raises(ProtocolError, match="names 2 live entries in its tail and has 1"):
+            t.apply_prestamped(12_000, [(p.RECORD_PUT_OVER, b"k00", codec.encode(12_000, b"y"))], b"", 0,
+                               [(18_000, 2)])
+        with pytest.raises(ProtocolError, match="tells no timestamp"):
+            _apply_wire_stamped(t, [(p.RECORD_REMOVE_LIVE, b"k03", (1 << 63) - 1)], 12_000)
+        t.end()  # it wrote before the tail was refused: the store is at no version until a load
+    finally:
+        store.close(delete_files=True)
+    plain = Store("p", str(tmp_path / "p"))
+    try:
+        t = plain.begin(0, read_only=False)
+        assert t.direct and t.write_stamp() is None
+        t.end()
+    finally:
+        plain.close(delete_files=True)
+
+
+def test_a_stamped_frame_trusts_its_hints_instead_of_reading(tmp_path):
+    """The hints spare the reads: a stamped frame's PUT_NEW and PUT_OVER (with its tail) are taken
+    at their word (shown with hints that do not match the database, which the JVM never sends),
+    while a plain PUT reads the stored entry."""
+    store = _ttl_store(tmp_path, "t")
+    try:
+        _ttl_history(store, tmp_path)  # k00 written at 8,000 (stored), k01 never, k02 at 0
+        t = store.begin(2, read_only=False, batch_ts=12_000)
+        _apply_wire_stamped(t, [(p.RECORD_PUT_NEW, b"k00", b"x")], 12_000)  # believed "not stored"
         assert t.key_delta == 1 and t.hist_delta.counts == {12_000: 1}
-        t.apply([(p.RECORD_PUT_OVER_LIVE, b"k01", (b"y", 5_000 + TTL_MS))], None)  # believes "stored at 5,000"
+        _apply_wire_stamped(t, [(p.RECORD_PUT_OVER_LIVE, b"k01", (b"y", 5_000 + TTL_MS))], 12_000)  # "stored at 5,000"
         assert t.key_delta == 1 and t.hist_delta.counts == {12_000: 2, 5_000: -1}
-        t.apply([(p.RECORD_PUT_OVER_LIVE, b"k03", (b"z", (1 << 63) - 1))], None)  # looked up: at 8,000
-        assert t.key_delta == 1 and t.hist_delta.counts == {12_000: 3, 5_000: -1, 8_000: -1}
-        t.apply([(p.RECORD_PUT, b"k02", b"w")], None)  # looked up: k02 was written at 0
-        assert t.key_delta == 1 and t.hist_delta.counts == {12_000: 4, 5_000: -1, 8_000: -1, 0: -1}
+        _apply_wire_stamped(t, [(p.RECORD_PUT, b"k02", b"w")], 12_000)  # looked up: k02 was written at 0
+        assert t.key_delta == 1 and t.hist_delta.counts == {12_000: 3, 5_000: -1, 0: -1}
         t.end()
     finally:
         store.close(delete_files=True)

@@ -23,6 +23,7 @@ import pathlib
 
 from ttlstate import conf, plans, replies, worker
 from ttlstate import protocol as p
+from ttlstate.ttl import codec
 from ttlstate.confkeys import PREFIX
 
 OUT = pathlib.Path(__file__).with_name("frames.tsv")
@@ -96,6 +97,15 @@ def vectors():
                                      .u8(p.RECORD_REMOVE_PRESENT).bytes(b"k6")
                                      .u8(p.RECORD_PUT_OVER_LIVE).bytes(b"k7").bytes(b"v7").i64(MAX - 1)
                                      .u8(p.RECORD_REMOVE_LIVE).bytes(b"k8").i64(-(1 << 63)))
+    stamp = 1700000000000
+    yield "write-stamped", (R(p.WRITE_STAMPED, 9).i64(stamp).u32(5)
+                            .u8(p.RECORD_PUT_NEW).bytes(b"k1").bytes(codec.encode(stamp, b"v1"))
+                            .u8(p.RECORD_PUT_OVER).bytes(b"k2").bytes(codec.encode(stamp, b""))
+                            .u8(p.RECORD_REMOVE_PRESENT).bytes(b"k3")
+                            .u8(p.RECORD_PUT).bytes(b"").bytes(codec.encode(stamp, b"\x00\xff"))
+                            .u8(p.RECORD_REMOVE).bytes(b"k5")
+                            .u32(4294967295).u32(2).i64(1700003600000).u32(1).i64(-2).u32(1))
+    yield "write-stamped-accesses-only", R(p.WRITE_STAMPED, 9).i64(-(1 << 63)).u32(0).u32(3).u32(0)
     yield "get", R(p.GET, 9).bytes(b"\x00\x01\xfe")
     yield "multi-get", R(p.MULTI_GET, 9).u32(2).bytes(b"a").bytes(b"")
     yield "iter-open", R(p.ITER_OPEN, 9).bytes(b"").u32(1024).u8(0)
@@ -127,6 +137,12 @@ def vectors():
     yield "bad-iter-mode", R(p.ITER_OPEN, 1).bytes(b"").u32(1).u8(3)
     yield "bad-live-truncated", R(p.WRITE_BATCH, 1).u32(1).u8(p.RECORD_REMOVE_LIVE).bytes(b"k").u32(0)
     yield "bad-put-live-truncated", R(p.WRITE_BATCH, 1).u32(1).u8(p.RECORD_PUT_OVER_LIVE).bytes(b"k").bytes(b"v")
+    yield "bad-stamped-live-kind", (R(p.WRITE_STAMPED, 1).i64(0).u32(1).u8(p.RECORD_PUT_OVER_LIVE).bytes(b"k")
+                                    .bytes(codec.encode(0, b"")).i64(5).u32(0).u32(0))
+    yield "bad-stamped-access", R(p.WRITE_STAMPED, 1).i64(0).u32(1).u8(p.RECORD_ACCESS).u32(1).u32(0).u32(0)
+    yield "bad-stamped-short-value", (R(p.WRITE_STAMPED, 1).i64(0).u32(1).u8(p.RECORD_PUT).bytes(b"k")
+                                      .bytes(b"1234567").u32(0).u32(0))
+    yield "bad-stamped-no-tail", R(p.WRITE_STAMPED, 1).i64(0).u32(1).u8(p.RECORD_REMOVE).bytes(b"k")
     yield "bad-record-kind-9", R(p.WRITE_BATCH, 1).u32(1).u8(9).bytes(b"k").bytes(b"v")
     yield "bad-utf8", R(p.SNAPSHOT, 1).bytes(b"\xff\xfe")
     yield "bad-manifest-files-truncated", R(p.MANIFEST_FILES, 0).str("/d/9.manifest").u32(9)
@@ -182,8 +198,14 @@ def reply_vectors():
         yield name, p.OPEN, {}, replies.opened(4294967295, settings), \
             {"storeHandle": 4294967295, "settings": {k: replies.render(v) for k, v in settings}}
     yield "load", p.LOAD, {}, replies.loaded(1 << 40), {"numKeys": 1 << 40}
-    yield "begin-direct", p.BEGIN, {}, replies.begun(9, True), {"txnHandle": 9, "direct": True}
-    yield "begin-overlay", p.BEGIN, {}, replies.begun(10, False), {"txnHandle": 10, "direct": False}
+    yield "begin-direct", p.BEGIN, {}, replies.begun(9, True), \
+        {"txnHandle": 9, "direct": True, "stamped": False, "stamp": 0}
+    yield "begin-overlay", p.BEGIN, {}, replies.begun(10, False), \
+        {"txnHandle": 10, "direct": False, "stamped": False, "stamp": 0}
+    yield "begin-stamped", p.BEGIN, {}, replies.begun(11, True, 1700000000000), \
+        {"txnHandle": 11, "direct": True, "stamped": True, "stamp": 1700000000000}
+    yield "begin-stamped-unstamped", p.BEGIN, {}, replies.begun(12, True, MAX), \
+        {"txnHandle": 12, "direct": True, "stamped": True, "stamp": MAX}
     for name, value, expires_at in [("get", b"v\x00", 1700003600000), ("get-empty", b"", MAX),
                                     ("get-absent", None, 0)]:
         yield name, p.GET, {}, replies.got(value, expires_at), {"value": hexed(value), "expiresAt": expires_at}

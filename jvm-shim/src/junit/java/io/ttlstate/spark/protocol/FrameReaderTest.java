@@ -107,8 +107,9 @@ class FrameReaderTest {
         assertEquals("HELLO", Op.name(Op.HELLO));
         assertEquals("READ_CHANGELOG", Op.name(Op.READ_CHANGELOG));
         assertEquals("PLAN", Op.name(Op.PLAN));
+        assertEquals("WRITE_STAMPED", Op.name(Op.WRITE_STAMPED));
         assertNull(Op.name(0));
-        assertNull(Op.name(Op.PLAN + 1));
+        assertNull(Op.name(Op.WRITE_STAMPED + 1));
         assertNull(Op.name(-1));
     }
 }

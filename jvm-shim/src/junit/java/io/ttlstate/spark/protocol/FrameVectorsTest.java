@@ -101,6 +101,18 @@ class FrameVectorsTest {
                 f.get("records").forEach(rec -> record(w, rec));
                 return Requests.writeBatchCount(w, f.get("records").size());
             }
+            case "WRITE_STAMPED": {
+                long stamp = f.get("stamp").asLong();
+                FrameWriter w = Requests.writeStamped(new FrameWriter(), h, stamp);
+                f.get("records").forEach(rec -> stampedRecord(w, rec, stamp));
+                LiveExpiries live = new LiveExpiries();
+                f.get("replaced").forEach(pair -> {
+                    for (long i = 0; i < pair.get(1).asLong(); i++) {
+                        live.add(pair.get(0).asLong());
+                    }
+                });
+                return Requests.writeStampedEnd(w, f.get("records").size(), (int) f.get("accesses").asLong(), live);
+            }
             case "GET":
                 return Requests.get(h, bytes(f.get("key")));
             case "MULTI_GET": {
@@ -168,6 +180,21 @@ class FrameVectorsTest {
             case 7: Records.putOverLive(w, bytes(rec.get(1)), bytes(rec.get(2)), rec.get(3).asLong()); break;
             case 8: Records.removeLive(w, bytes(rec.get(1)), rec.get(3).asLong()); break;
             default: throw new AssertionError("record kind " + kind);
+        }
+    }
+
+    /** A record of a WRITE_STAMPED frame: a put's value as the JVM has it, the stamp then put before it. */
+    private static void stampedRecord(FrameWriter w, JsonNode rec, long stamp) {
+        int kind = rec.get(0).asInt();
+        if (kind == Op.RECORD_REMOVE) {
+            Records.remove(w, bytes(rec.get(1)));
+        } else if (kind == Op.RECORD_REMOVE_PRESENT) {
+            Records.removePresent(w, bytes(rec.get(1)));
+        } else {
+            byte[] stored = bytes(rec.get(2));
+            assertEquals(stamp, java.nio.ByteBuffer.wrap(stored).getLong(), "a put's stored value begins with the stamp");
+            Records.stampedPut(w, kind, bytes(rec.get(1)), stamp,
+                    java.util.Arrays.copyOfRange(stored, Op.STAMP_BYTES, stored.length));
         }
     }
 

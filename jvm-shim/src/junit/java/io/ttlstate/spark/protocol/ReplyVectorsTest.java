@@ -51,11 +51,11 @@ class ReplyVectorsTest {
     }
 
     @Test
-    void theVectorsHoldAReplyOfEveryOpButWriteBatchAndAnError() {
+    void theVectorsHoldAReplyOfEveryOpButTheWriteBatchesAndAnError() {
         Set<String> ops = new TreeSet<>();
         Set<String> all = new TreeSet<>();
         for (int op = 1; Op.name(op) != null; op++) {
-            if (op != Op.WRITE_BATCH) { // gets no reply
+            if (op != Op.WRITE_BATCH && op != Op.WRITE_STAMPED) { // get no reply
                 all.add(Op.name(op));
             }
         }
@@ -91,7 +91,7 @@ class ReplyVectorsTest {
                 return fields("numKeys", Reply.load(r));
             case "BEGIN": {
                 Reply.Begun b = Reply.begin(r);
-                return fields("txnHandle", b.txnHandle, "direct", b.direct);
+                return fields("txnHandle", b.txnHandle, "direct", b.direct, "stamped", b.stamped, "stamp", b.stamp);
             }
             case "GET": {
                 Reply.Answer a = Reply.get(r);

@@ -69,6 +69,15 @@ public final class FrameWriter {
         return this;
     }
 
+    /** An i64 in big-endian order (the TTL timestamp before a stored value; every other field is little-endian). */
+    public FrameWriter i64BigEndian(long v) {
+        ensure(8);
+        for (int i = 7; i >= 0; i--) {
+            buf[pos++] = (byte) (v >>> (8 * i));
+        }
+        return this;
+    }
+
     public FrameWriter bool(boolean v) {
         return u8(v ? 1 : 0);
     }

@@ -4,7 +4,7 @@ package io.ttlstate.spark.protocol;
 public final class Op {
     private Op() {}
 
-    public static final int PROTOCOL_VERSION = 8;
+    public static final int PROTOCOL_VERSION = 9;
     /** Largest frame body either side accepts. */
     public static final int MAX_FRAME = 64 * 1024 * 1024;
 
@@ -28,6 +28,8 @@ public final class Op {
     public static final int MANIFEST_FILES = 0x12;
     public static final int READ_CHANGELOG = 0x13;
     public static final int PLAN = 0x14;
+    /** A TTL store's WRITE_BATCH with its values stamped (docs/decisions/111-pre-stamped-ttl-writes.md). */
+    public static final int WRITE_STAMPED = 0x15;
 
     /** PLAN purposes: a load, a replay from a chosen snapshot, a change feed's changelogs, retention. */
     public static final int PLAN_LOAD = 1;
@@ -57,6 +59,8 @@ public final class Op {
      */
     public static final int RECORD_PUT_OVER_LIVE = 7;
     public static final int RECORD_REMOVE_LIVE = 8;
+    /** Bytes of the big-endian timestamp before each value of a WRITE_STAMPED frame (Flink's TTL layout). */
+    public static final int STAMP_BYTES = 8;
 
     /** BEGIN modes: write (with a changelog), read-only, write without changelog (snapshot mode). */
     public static final int BEGIN_WRITE = 0;
@@ -74,7 +78,7 @@ public final class Op {
     private static final String[] NAMES = {
         null, "HELLO", "OPEN", "LOAD", "BEGIN", "WRITE_BATCH", "GET", "MULTI_GET", "ITER_OPEN",
         "ITER_NEXT", "ITER_CLOSE", "STATS", "COMMIT", "ABORT", "SNAPSHOT", "CLOSE", "PING", "MAINTAIN",
-        "MANIFEST_FILES", "READ_CHANGELOG", "PLAN"
+        "MANIFEST_FILES", "READ_CHANGELOG", "PLAN", "WRITE_STAMPED"
     };
 
     /** The name of an op code, or null if the code is unknown. */

@@ -2,7 +2,8 @@ package io.ttlstate.spark.protocol;
 
 /**
  * The records of a WRITE_BATCH body (docs/PROTOCOL.md, {@code record := u8 kind, ...}), each
- * appended to a body {@link Requests#writeBatch} started; kinds 4-8 are presence hints. Checked
+ * appended to a body {@link Requests#writeBatch} started, and of a WRITE_STAMPED one
+ * ({@link Requests#writeStamped}); kinds 4-8 are presence hints. Checked
  * byte for byte against the shared vectors (tests/vectors/frames.tsv, {@code FrameVectorsTest}).
  */
 public final class Records {
@@ -41,6 +42,15 @@ public final class Records {
     /** PUT_OVER_LIVE (kind 7): a TTL store's key stored and live at the clock, expiring at {@code expiresAt}. */
     public static FrameWriter putOverLive(FrameWriter batch, byte[] key, byte[] value, long expiresAt) {
         return batch.u8(Op.RECORD_PUT_OVER_LIVE).bytes(key).bytes(value).i64(expiresAt);
+    }
+
+    /**
+     * A put of a WRITE_STAMPED frame: {@code kind} PUT, PUT_NEW or PUT_OVER (a live entry), the
+     * value stored as the worker stores it, the 8-byte big-endian {@code stamp} before it.
+     */
+    public static FrameWriter stampedPut(FrameWriter batch, int kind, byte[] key, long stamp, byte[] value) {
+        return batch.u8(kind).bytes(key).u32(Op.STAMP_BYTES + value.length).i64BigEndian(stamp)
+                .raw(value, 0, value.length);
     }
 
     /** REMOVE_LIVE (kind 8): such a key removed. */

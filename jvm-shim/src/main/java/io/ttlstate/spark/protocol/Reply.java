@@ -52,10 +52,15 @@ public final class Reply {
     public static final class Begun {
         public final long txnHandle;
         public final boolean direct;
+        /** The transaction takes WRITE_STAMPED frames, its values stamped with {@link #stamp}. */
+        public final boolean stamped;
+        public final long stamp;
 
-        private Begun(long txnHandle, boolean direct) {
+        private Begun(long txnHandle, boolean direct, boolean stamped, long stamp) {
             this.txnHandle = txnHandle;
             this.direct = direct;
+            this.stamped = stamped;
+            this.stamp = stamp;
         }
     }
 
@@ -212,7 +217,7 @@ public final class Reply {
     }
 
     public static Begun begin(FrameReader r) throws ProtocolException {
-        Begun b = new Begun(r.u32(), r.bool());
+        Begun b = new Begun(r.u32(), r.bool(), r.bool(), r.i64());
         r.end();
         return b;
     }

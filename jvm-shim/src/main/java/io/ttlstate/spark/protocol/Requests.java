@@ -14,6 +14,8 @@ public final class Requests {
 
     /** Offset in a WRITE_BATCH body of its record count (after {@code u8 op, u32 handle}). */
     private static final int BATCH_COUNT_OFFSET = 5;
+    /** Offset in a WRITE_STAMPED body of its record count (after {@code u8 op, u32 handle, i64 stamp}). */
+    private static final int STAMPED_COUNT_OFFSET = 13;
 
     public static FrameWriter hello(byte[] token) {
         return FrameWriter.request(Op.HELLO, 0).bytes(token).u16(Op.PROTOCOL_VERSION);
@@ -59,6 +61,28 @@ public final class Requests {
     /** Sets the record count of a WRITE_BATCH body {@link #writeBatch} started. */
     public static FrameWriter writeBatchCount(FrameWriter batch, int records) {
         return batch.patchU32(BATCH_COUNT_OFFSET, records);
+    }
+
+    /**
+     * Starts a WRITE_STAMPED body in {@code w} (its buffer kept): the {@code stamp} every put's
+     * value carries, and a record count of 0, which {@link #writeStampedEnd} sets once the
+     * records ({@link Records#stampedPut}, {@link Records#remove}, {@link Records#removePresent})
+     * are appended.
+     */
+    public static FrameWriter writeStamped(FrameWriter w, long txn, long stamp) {
+        return w.startRequest(Op.WRITE_STAMPED, txn).i64(stamp).u32(0);
+    }
+
+    /**
+     * Ends a WRITE_STAMPED body: its record count, the reads answered in the JVM, and the
+     * expiry times of the live entries its records of kinds 5 and 6 name, with their counts.
+     */
+    public static FrameWriter writeStampedEnd(FrameWriter batch, int records, int accesses, LiveExpiries live) {
+        batch.patchU32(STAMPED_COUNT_OFFSET, records).u32(accesses).u32(live.size());
+        for (int i = 0; i < live.size(); i++) {
+            batch.i64(live.expiresAt(i)).u32(live.count(i));
+        }
+        return batch;
     }
 
     public static FrameWriter get(long txn, byte[] key) {

@@ -9,6 +9,7 @@ import io.ttlstate.spark.cache.KeyBytes;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.FrameWriter;
+import io.ttlstate.spark.protocol.LiveExpiries;
 import io.ttlstate.spark.protocol.Op;
 import io.ttlstate.spark.protocol.Records;
 import io.ttlstate.spark.protocol.Reply;
@@ -71,6 +72,13 @@ final class RemoteTxn {
     private boolean ended;
     /** The worker writes this transaction straight into its database (an abort leaves it at no version). */
     private boolean direct;
+    /**
+     * The worker takes this transaction's writes as WRITE_STAMPED frames, each put's value stamped
+     * with {@link #stamp} (docs/decisions/111-pre-stamped-ttl-writes.md); their live entries' expiry times in {@link #live}.
+     */
+    private boolean stamped;
+    private long stamp;
+    private final LiveExpiries live = new LiveExpiries();
     /** Told about every iterator (its {@link RemoteStore} drains those still needing the worker on close). */
     java.util.function.Consumer<ChunkIterator> onIteratorCreated;
 
@@ -101,6 +109,8 @@ final class RemoteTxn {
         RemoteTxn txn = new RemoteTxn(conn, begun.txnHandle, version, readOnly, batchTimestampMs, settings, view,
                 metrics);
         txn.direct = begun.direct;
+        txn.stamped = begun.stamped;
+        txn.stamp = begun.stamp;
         txn.jvm.begun();
         return txn;
     }
@@ -126,7 +136,9 @@ final class RemoteTxn {
     void put(byte[] key, byte[] value) {
         KeyBytes k = new KeyBytes(key); // hashed once for this transaction's maps
         long s = jvm.stored(k);
-        if (s == CachedVersionView.NOT_STORED) {
+        if (stamped) {
+            putStamped(key, value, s);
+        } else if (s == CachedVersionView.NOT_STORED) {
             Records.putNew(batch(), key, value);
         } else if (s == CachedVersionView.STORED_UNKNOWN) {
             Records.put(batch(), key, value);
@@ -136,6 +148,18 @@ final class RemoteTxn {
             Records.putOverLive(batch(), key, value, s);
         }
         buffered(k, value);
+    }
+
+    /** A put of a stamped transaction; {@code s} as {@link JvmAnswers#stored} gives it. */
+    private void putStamped(byte[] key, byte[] value, long s) {
+        if (s == CachedVersionView.NOT_STORED) {
+            Records.stampedPut(batch(), Op.RECORD_PUT_NEW, key, stamp, value);
+        } else if (s == CachedVersionView.STORED_UNKNOWN) {
+            Records.stampedPut(batch(), Op.RECORD_PUT, key, stamp, value);
+        } else {
+            Records.stampedPut(batch(), Op.RECORD_PUT_OVER, key, stamp, value);
+            live.add(s);
+        }
     }
 
     void remove(byte[] key) {
@@ -152,6 +176,9 @@ final class RemoteTxn {
             Records.remove(batch(), key);
         } else if (settings.ttlMs == 0) {
             Records.removePresent(batch(), key);
+        } else if (stamped) {
+            Records.removePresent(batch(), key);
+            live.add(s);
         } else {
             Records.removeLive(batch(), key, s);
         }
@@ -323,6 +350,10 @@ final class RemoteTxn {
 
     /** Sends the buffered writes (and reads answered here), if any, as one WRITE_BATCH. */
     void flush() {
+        if (stamped) {
+            flushStamped();
+            return;
+        }
         if (unsentAccesses > 0) {
             Records.access(batch(), unsentAccesses);
             batchCount++;
@@ -340,6 +371,23 @@ final class RemoteTxn {
         }
         conn.send(b);
         spareBatch = b; // sent (written out): its grown buffer serves the next batch
+    }
+
+    /** {@link #flush} of a stamped transaction: one WRITE_STAMPED, the reads answered here in its tail. */
+    private void flushStamped() {
+        if (batchCount == 0 && unsentAccesses == 0) {
+            return;
+        }
+        FrameWriter b = Requests.writeStampedEnd(batch(), batchCount, unsentAccesses, live);
+        live.clear();
+        unsentAccesses = 0;
+        batch = null;
+        batchCount = 0;
+        if (direct) {
+            written.clear();
+        }
+        conn.send(b);
+        spareBatch = b;
     }
 
     /** The transaction's writes (key to value, {@link #TOMBSTONE} for a removal); for the view at commit. */
@@ -434,6 +482,7 @@ final class RemoteTxn {
         spareBatch = null;
         batchCount = 0;
         unsentAccesses = 0;
+        live.clear();
         written.clear();
         if (ended) {
             return;
@@ -466,7 +515,7 @@ final class RemoteTxn {
         if (batch == null) {
             FrameWriter w = spareBatch == null ? new FrameWriter() : spareBatch;
             spareBatch = null;
-            batch = Requests.writeBatch(w, handle);
+            batch = stamped ? Requests.writeStamped(w, handle, stamp) : Requests.writeBatch(w, handle);
         }
         return batch;
     }
