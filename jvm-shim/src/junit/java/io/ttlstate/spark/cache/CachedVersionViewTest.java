@@ -177,4 +177,30 @@ class CachedVersionViewTest {
         assertNotNull(view.lookup(b("k2999"), 2, 0).value);
         assertSame(CachedVersionView.ABSENT, view.lookup(b("never written"), 2, 0));
     }
+
+    @Test
+    void forgettingExpiredValuesKeepsAViewCompleteUnlessTheyMayStillShow() {
+        for (boolean mayShow : new boolean[] {false, true}) {
+            CachedVersionView v = new CachedVersionView(BUDGET, true, false, mayShow);
+            try {
+                v.reset(1, 0); // an empty version: complete
+                v.written(new KeyBytes(b("old")), b("v"), 1000, 1);
+                v.written(new KeyBytes(b("live")), b("v"), 5000, 1);
+                assertNull(v.lookup(b("old"), 1, 2000)); // expired at 2000: forgotten, the worker answers
+                assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
+                v.advance(1, 2, 2000);
+                v.written(new KeyBytes(b("soon")), b("v"), 2500, 2);
+                v.advance(2, 3, 6000); // every value expired: the slabs are freed
+                assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
+                if (!mayShow) { // it still holds every live entry: none
+                    assertSame(CachedVersionView.ABSENT, v.lookup(b("live"), 3, 6000));
+                    assertFalse(v.entriesIfComplete(3, 10, 6000).hasNext());
+                    // the key filter still tells that the expired entries may be stored
+                    assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("live")), 3, 6000, true));
+                }
+            } finally {
+                v.close();
+            }
+        }
+    }
 }

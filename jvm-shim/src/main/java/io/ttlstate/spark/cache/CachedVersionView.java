@@ -46,6 +46,13 @@ public final class CachedVersionView {
     private boolean closed;
     /** A value that never expires was cached since the last {@link #stamped} or reset (EventTime: maybe UNSTAMPED). */
     private boolean mayHoldNever;
+    /**
+     * An expired value the view forgets may still be read through the worker (a TTL store under
+     * {@code ReturnExpiredIfNotCleanedUp}, or one whose reads refresh), so forgetting one ends
+     * completeness. Otherwise a complete view holds every live entry, and forgetting expired ones
+     * keeps it complete (docs/decisions/111-pre-stamped-ttl-writes.md).
+     */
+    private final boolean expiredMayShow;
 
     /** The largest cache budget this JVM can hold ({@link CacheBudget#maxBudgetBytes}). */
     public static long maxBudgetBytes() {
@@ -62,6 +69,12 @@ public final class CachedVersionView {
      * prefix scans ({@link #withPrefixIfComplete}).
      */
     public CachedVersionView(long budgetBytes, boolean useFilter, boolean prefixedKeys) {
+        this(budgetBytes, useFilter, prefixedKeys, true);
+    }
+
+    /** {@code expiredMayShow}: see {@link #expiredMayShow}. */
+    public CachedVersionView(long budgetBytes, boolean useFilter, boolean prefixedKeys, boolean expiredMayShow) {
+        this.expiredMayShow = expiredMayShow;
         this.values = new SlabCache(prefixedKeys);
         this.budget = CacheBudget.of(budgetBytes);
         this.budget.join(this);
@@ -98,7 +111,7 @@ public final class CachedVersionView {
                     return new Cached(values.value(slot), expiresAt);
                 }
                 values.remove(key, hash); // expired: the worker decides (it cleans it up)
-                complete = false; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
+                complete &= !expiredMayShow; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
                 return null;
             }
         }
@@ -319,11 +332,11 @@ public final class CachedVersionView {
     private void tidyAfterCommit(long now) {
         while (values.slabCount() > 0 && TtlRule.expired(values.oldestSlabExpiry(), now)) {
             if (values.dropOldest(false) > 0) {
-                complete = false; // the worker may still show them (ReturnExpiredIfNotCleanedUp)
+                complete &= !expiredMayShow; // the worker may still show them (ReturnExpiredIfNotCleanedUp)
             }
         }
         if (values.compactIfMostlyDead(now) > 0) {
-            complete = false; // expired values it forgot: the worker may still show them
+            complete &= !expiredMayShow; // expired values it forgot: the worker may still show them
         }
         settle();
     }

@@ -268,7 +268,8 @@ public final class RemoteStore {
             throw new UncheckedIOException("Cannot set up the local checkpoint cache of " + this, e);
         }
         if (view == null) {
-            view = new CachedVersionView(settings.cacheMaxBytes, settings.keyFilter, numPrefixCols > 0);
+            view = new CachedVersionView(settings.cacheMaxBytes, settings.keyFilter, numPrefixCols > 0,
+                    !settings.readsLikeTheWorker(false));
         } else {
             view.reset(-1, -1);
         }
