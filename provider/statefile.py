@@ -115,6 +115,13 @@ class ChangelogWriter:
             self._emit(b"".join(self._parts))
             self._parts, self._size = [], 0
 
+    def add_removals(self, keys):
+        """`add` of a removal of each of `keys`, encoded in one piece."""
+        pack = _LEN.pack
+        parts = [piece for key in keys for piece in (_REMOVE_BYTE, pack(len(key)), key)]
+        if parts:
+            self.add_encoded(b"".join(parts), len(parts) // 3)
+
     def add_encoded(self, records: bytes, count: int):
         """Adds `count` records already encoded as this file encodes them (a WRITE_BATCH's
         keyed records, while `WIRE_RECORDS_ARE_FILE_RECORDS`)."""

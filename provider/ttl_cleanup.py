@@ -74,6 +74,7 @@ class IncrementalCleanup:
         else:
             it.seek_to_first()
         overlay, shadow, ttl = txn.overlay, txn.shadow, txn.ttl_ms
+        gone: dict[bytes, int] = {}  # expired key: its stored entry's timestamp
         wrapped = False
         key = self.cursor
         while budget > 0:
@@ -89,12 +90,15 @@ class IncrementalCleanup:
             self.scanned += 1
             if key not in overlay:
                 stored = shadow[key] if shadow and key in shadow else it.value()
-                if stored is not None and expired(codec.timestamp(stored), ttl, now):
-                    txn.remove_stored(key)
-                    self.expired += 1
+                if stored is not None:
+                    ts = codec.timestamp(stored)
+                    if expired(ts, ttl, now):
+                        gone[key] = ts
             it.next()
         self.cursor = key if it.valid() else b""
         del it
+        if gone:
+            self.expired += txn.remove_expired(gone)
         self._hint_expired -= self.expired - found
 
 
