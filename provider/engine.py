@@ -220,6 +220,14 @@ def write_prestamped_records(db: Rdict, records, stamp: int):
     return delta, puts, hinted, unhinted
 
 
+def delete_keys(db: Rdict, keys) -> None:
+    """Delete `keys` from `db` in one WriteBatch."""
+    batch = WriteBatch(raw_mode=True)
+    for key in keys:
+        batch.delete(key)
+    db.write(batch)
+
+
 # Keys per RocksDB MultiGet: it holds each key's data block (decompressed, when the block cache
 # does not) until it returns, some 1 KiB a key; slices of keys in key order still share blocks
 # (docs/decisions/086-sorted-read-ahead-blocks.md).

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from rocksdict import BottommostLevelCompaction, CompactOptions, WriteBatch
+from rocksdict import BottommostLevelCompaction, CompactOptions
 
-from .engine import compaction_drops, db_items
+from .engine import compaction_drops, db_items, delete_keys
 from .ttl import codec, event_time, expired
 from .ttl.config import TimeCharacteristic
 
@@ -126,10 +126,7 @@ def purge_expired(store):
         return
     for txn in store.txns:
         txn.preserve(gone, purged=True)
-    batch = WriteBatch(raw_mode=True)
-    for key in gone:
-        batch.delete(key)
-    store.db.write(batch)
+    delete_keys(store.db, gone)
     store.num_keys -= len(gone)
     opts = CompactOptions()  # rewrite even the bottom level, so no tombstone is left either
     opts.set_bottommost_level_compaction(BottommostLevelCompaction.force_optimized())

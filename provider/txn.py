@@ -13,10 +13,8 @@ import collections
 import heapq
 from typing import Iterator
 
-from rocksdict import WriteBatch
-
 from . import statefile
-from .engine import db_items, multi_get, write_keyed_records, write_prestamped_records
+from .engine import db_items, delete_keys, multi_get, write_keyed_records, write_prestamped_records
 from .errors import ProtocolError, TtlstateError
 from .protocol import (RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_PUT_OVER_LIVE, RECORD_REMOVE,
                        RECORD_REMOVE_LIVE, RECORD_REMOVE_PRESENT)
@@ -418,10 +416,7 @@ class Txn:
             for key in entries:
                 removed += self.remove_stored(key)
             return removed
-        batch = WriteBatch(raw_mode=True)
-        for key in entries:
-            batch.delete(key)
-        self.store.db.write(batch)
+        delete_keys(self.store.db, entries)
         self.key_delta -= len(entries)
         for ts, n in collections.Counter(entries.values()).items():
             self.hist_delta.add(ts, -n)
