@@ -348,22 +348,23 @@ final class RemoteTxn {
         }
     }
 
-    /** Sends the buffered writes (and reads answered here), if any, as one WRITE_BATCH. */
+    /**
+     * Sends the buffered writes (and reads answered here), if any, as one WRITE_BATCH, or as one
+     * WRITE_STAMPED with the reads and the live entries' expiry times in its tail.
+     */
     void flush() {
-        if (stamped) {
-            flushStamped();
-            return;
-        }
-        if (unsentAccesses > 0) {
+        if (!stamped && unsentAccesses > 0) {
             Records.access(batch(), unsentAccesses);
             batchCount++;
             unsentAccesses = 0;
         }
-        if (batchCount == 0) {
+        if (batchCount == 0 && unsentAccesses == 0) {
             return;
         }
-        FrameWriter b = batch;
-        Requests.writeBatchCount(b, batchCount);
+        FrameWriter b = stamped ? Requests.writeStampedEnd(batch(), batchCount, unsentAccesses, live)
+                : Requests.writeBatchCount(batch, batchCount);
+        live.clear();
+        unsentAccesses = 0;
         batch = null;
         batchCount = 0;
         if (direct) {
@@ -371,23 +372,6 @@ final class RemoteTxn {
         }
         conn.send(b);
         spareBatch = b; // sent (written out): its grown buffer serves the next batch
-    }
-
-    /** {@link #flush} of a stamped transaction: one WRITE_STAMPED, the reads answered here in its tail. */
-    private void flushStamped() {
-        if (batchCount == 0 && unsentAccesses == 0) {
-            return;
-        }
-        FrameWriter b = Requests.writeStampedEnd(batch(), batchCount, unsentAccesses, live);
-        live.clear();
-        unsentAccesses = 0;
-        batch = null;
-        batchCount = 0;
-        if (direct) {
-            written.clear();
-        }
-        conn.send(b);
-        spareBatch = b;
     }
 
     /** The transaction's writes (key to value, {@link #TOMBSTONE} for a removal); for the view at commit. */
