@@ -11,7 +11,7 @@ import struct
 
 from .errors import ProtocolError
 
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 MAX_FRAME = 64 * 1024 * 1024
 # A MULTI_GET reply answers the keys asked in order until its answers reach about this many
 # bytes (at least one answer); the JVM asks again for the rest (docs/decisions/095-multi-get-reply-split.md).
@@ -329,7 +329,7 @@ REQUEST_FIELDS: dict[int, tuple[str, ...]] = {
     READ_CHANGELOG: ("path", "version", "fromRecord", "maxRecords"),
     PLAN: ("purpose", "v2", "version", "id", "from", "minVersionsToRetain", "minVersionsToDelete",
            "maxVersionsToDelete", "files"),
-    WRITE_STAMPED: ("stamp", "records", "accesses", "replaced"),
+    WRITE_STAMPED: ("stamp", "records", "accesses", "replaced", "expired"),
 }
 
 _PAYLOADS = {
@@ -502,22 +502,23 @@ def read_records(r: Reader, kinds: frozenset = _WRITE_KINDS,
     return out
 
 
-def read_write_stamped(r: Reader) -> tuple[int, list, bytes, int, list[tuple[int, int]]]:
+def read_write_stamped(r: Reader) -> tuple[int, list, bytes, int, list[tuple[int, int]], list[bytes]]:
     """A WRITE_STAMPED payload: (stamp, records as `read_records` gives them, the records'
-    bytes, accesses, the tail's (expiresAt, count) pairs); refuses a record kind a stamped
-    frame cannot carry."""
+    bytes, accesses, the tail's (expiresAt, count) pairs, the keys of reads the JVM found
+    expired); refuses a record kind a stamped frame cannot carry."""
     stamp = r.i64()
     start = r.pos + 4
     records = read_records(r, STAMPED_KINDS, STAMP_BYTES)
     encoded = bytes(r.buf[start:r.pos])
     accesses = r.u32()
     replaced = [(r.i64(), r.u32()) for _ in range(r.count(12))]
-    return stamp, records, encoded, accesses, replaced
+    expired = [r.bytes() for _ in range(r.count(4))]
+    return stamp, records, encoded, accesses, replaced, expired
 
 
 def _without_encoded(payload: tuple) -> tuple:
-    stamp, records, _, accesses, replaced = payload
-    return stamp, records, accesses, replaced
+    stamp, records, _, accesses, replaced, expired = payload
+    return stamp, records, accesses, replaced, expired
 
 
 def encoded_records(body: bytes, records: list) -> bytes | None:

@@ -10,8 +10,8 @@ import logging
 
 from rocksdict import BottommostLevelCompaction, CompactOptions
 
-from .engine import compaction_drops, db_items, delete_keys
-from .ttl import codec, event_time, expired
+from .engine import compaction_drops, db_items, delete_keys, expired_after
+from .ttl import codec, event_time, expired, expired_through
 from .ttl.config import TimeCharacteristic
 
 log = logging.getLogger("ttlstate.store")
@@ -66,6 +66,13 @@ class IncrementalCleanup:
         if self._hint_expired <= 0:
             return
         found = self.expired
+        if not txn.overlay and not txn.shadow:  # the database alone: rocksdict's own iterator
+            gone, checked = self._walk(store.db, budget, expired_through(txn.ttl_ms, now))
+            self.scanned += checked
+            if gone:
+                self.expired += txn.remove_expired(gone)
+            self._hint_expired -= self.expired - found
+            return
         it = store.db.iter()
         if self.cursor:
             it.seek(self.cursor)
@@ -100,6 +107,18 @@ class IncrementalCleanup:
         if gone:
             self.expired += txn.remove_expired(gone)
         self._hint_expired -= self.expired - found
+
+
+    def _walk(self, db, budget: int, bound: int) -> tuple[dict[bytes, int], int]:
+        """`budget` entries after the cursor, wrapping around once (`engine.expired_after`):
+        the expired ones with their timestamps, and how many were checked; moves the cursor."""
+        gone, checked, last = expired_after(db, self.cursor, budget, bound)
+        if last is None and checked < budget and self.cursor:
+            more, wrapped, last = expired_after(db, b"", budget - checked, bound)
+            gone.update(more)
+            checked += wrapped
+        self.cursor = last or b""
+        return gone, checked
 
 
 def purge_expired(store):

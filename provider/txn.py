@@ -246,16 +246,19 @@ class Txn:
         return None
 
     def apply_prestamped(self, stamp: int, records, encoded: bytes, accesses: int,
-                         replaced: list[tuple[int, int]]):
+                         replaced: list[tuple[int, int]], expired: list[bytes] = ()):
         """Apply a WRITE_STAMPED frame (`protocol.read_write_stamped`): its puts' values are
         stored entries stamped with `stamp`, `replaced` the (expiresAt, count) of the live
-        entries its kinds 5 and 6 replace. At once, as a store without TTL writes a frame: the
-        records into one WriteBatch, their bytes into the changelog as they are; the histogram
-        from `replaced` and the few keys the JVM could not hint. One by one (`put`, `remove`)
-        while an open iterator must be told of the writes."""
+        entries its kinds 5 and 6 replace, `expired` the keys of reads the JVM answered because
+        it found their values expired, cleaned up first (`clean_up_read`). At once, as a store
+        without TTL writes a frame: the records into one WriteBatch, their bytes into the
+        changelog as they are; the histogram from `replaced` and the few keys the JVM could not
+        hint. One by one (`put`, `remove`) while an open iterator must be told of the writes."""
         if stamp != self.write_stamp():
             raise ProtocolError(f"WRITE_STAMPED with stamp {stamp}, where this transaction stamps "
                                 f"{self.write_stamp()}")
+        if expired:
+            self.clean_up_read(expired)
         if self.written_since:
             for kind, key, value in records:
                 if value is None:
@@ -286,6 +289,28 @@ class Txn:
         self.store.enable_memtable_bloom_when_large(self.key_delta)
         if self.cleans:  # each write owes a step, as in `put` and `remove`; the JVM's reads theirs
             self.cleanup.accessed(len(records) + accesses)
+
+    def clean_up_read(self, keys: list[bytes]):
+        """The cleanup on read of reads the JVM answered itself (docs/decisions/112-expired-reads-
+        in-the-frame-tail.md): of `keys`, remove those whose stored entry is expired at this
+        transaction's clock, as `lookup` would have at the read, counted as expired on read. A
+        key no longer stored (the incremental cleanup came first) or written live since is kept."""
+        if self.written_since:
+            removed = 0
+            for key in keys:
+                stored = self._stored(key)
+                if stored is not None and self._expired(stored):
+                    removed += self.remove_stored(key)
+        else:
+            found = self.stored_many(keys) if len(set(keys)) == len(keys) else [self._stored(k) for k in keys]
+            gone = {key: codec.timestamp(stored) for key, stored in zip(keys, found)
+                    if stored is not None and self._expired(stored)}
+            removed = self.remove_expired(gone)
+        self.expired_on_read += removed
+
+    def _expired(self, stored: bytes) -> bool:
+        """Whether a stored entry is expired at this transaction's clock."""
+        return expired_at(expiration_ts(codec.timestamp(stored), self.ttl_ms), self.now())
 
     def put(self, key: bytes, value: bytes, present: bool | None = None):
         """Write `value`; `present` (stores without TTL only) says whether the key is in the

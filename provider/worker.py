@@ -128,9 +128,9 @@ class Worker:
 
     def apply_write_stamped(self, h, r):
         """WRITE_STAMPED: as WRITE_BATCH, its values stamped by the JVM."""
-        stamp, records, encoded, accesses, replaced = p.read_write_stamped(r)
+        stamp, records, encoded, accesses, replaced, expired = p.read_write_stamped(r)
         r.end()
-        self._write(h, lambda txn: txn.apply_prestamped(stamp, records, encoded, accesses, replaced))
+        self._write(h, lambda txn: txn.apply_prestamped(stamp, records, encoded, accesses, replaced, expired))
 
     def _write(self, h, apply):
         """`apply` a decoded write frame to transaction `h`; an error is kept on it, returned by

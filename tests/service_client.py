@@ -34,11 +34,11 @@ def encode_records(w: p.Writer, records) -> p.Writer:
     return w
 
 
-def encode_stamped(txn: int, stamp: int, records) -> p.Writer:
+def encode_stamped(txn: int, stamp: int, records, expired=()) -> p.Writer:
     """The WRITE_STAMPED frame the JVM sends for `records` (as `encode_records` takes them) on a
     transaction whose BEGIN answered `stamp`: each put's value stamped, a live-entry hint as
     PUT_OVER / REMOVE_PRESENT with its expiry time counted in the tail, ACCESS records summed
-    into the tail (docs/PROTOCOL.md, WRITE_STAMPED)."""
+    into the tail, then the keys of reads the JVM found `expired` (docs/PROTOCOL.md, WRITE_STAMPED)."""
     body, n, accesses, live = p.Writer(), 0, 0, {}
     for kind, key, value in records:
         if kind == p.RECORD_ACCESS:
@@ -59,6 +59,9 @@ def encode_stamped(txn: int, stamp: int, records) -> p.Writer:
     w.u32(accesses).u32(len(live))
     for expires_at, count in live.items():
         w.i64(expires_at).u32(count)
+    w.u32(len(expired))
+    for key in expired:
+        w.bytes(key)
     return w
 
 

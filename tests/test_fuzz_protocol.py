@@ -86,7 +86,7 @@ LAYOUT = {
     p.MANIFEST_FILES: ["str", "i64"],
     p.READ_CHANGELOG: ["str", "i64", "i64", "u32"],
     p.PLAN: ["plan_purpose", "bool", "i64", "str", "i64", "i32", "i64", "i32", ("list", ["str", "i64"])],
-    p.WRITE_STAMPED: ["i64", "stamped_records", "u32", ("list", ["i64", "u32"])],
+    p.WRITE_STAMPED: ["i64", "stamped_records", "u32", ("list", ["i64", "u32"]), ("list", ["bytes"])],
 }
 NO_REPLY_OPS = (p.WRITE_BATCH, p.WRITE_STAMPED)  # PROTOCOL.md: these get no reply
 _WIDTH = {"u8": 1, "bool": 1, "u16": 2, "u32": 4, "i32": 4, "len": 4, "count": 4, "handle": 4, "i64": 8}

@@ -119,16 +119,25 @@ def _hinted_ttl_frames(rng: random.Random, stored: dict[bytes, int], now: int, f
     (docs/decisions/102-ttl-batch-clock-fast-paths.md): PUT_NEW for a key not stored,
     PUT_OVER_LIVE / REMOVE_LIVE with the expiry time of a stored entry live at `now`; none for
     an expired stored entry (the worker may have cleaned it up) or when it does not know.
-    `stored` (key: timestamp of its stored entry) follows the records."""
+    A read the JVM answers because the key's cached value expired is `(READ_EXPIRED, key, None)`
+    (only of a key the frame has not written: such a read is answered by the write), after
+    which the key counts as not stored. `stored` (key: timestamp of its stored entry) follows
+    the records."""
     out = []
     for frame in range(frames):
         records = []
+        written = set()
         for i in range(30):
             key = rng.choice(KEYS)
             ts = stored.get(key)
             live = ts is not None and ts + TTL_MS > now
             knows = rng.random() < 0.6 and (ts is None or live)
             roll = rng.random()
+            if ts is not None and not live and key not in written and roll < 0.6:
+                records.append((READ_EXPIRED, key, None))
+                stored.pop(key)
+                continue
+            written.add(key)
             if roll < 0.1:
                 records.append((p.RECORD_ACCESS, None, rng.randint(1, 5)))
                 continue
@@ -150,18 +159,28 @@ def _hinted_ttl_frames(rng: random.Random, stored: dict[bytes, int], now: int, f
     return out
 
 
+READ_EXPIRED = "read-expired"  # not a record: a read the JVM answered, its key in the frame's tail
+
+
 def _apply_wire_stamped(t, records, stamp: int) -> None:
-    """`records` through the JVM's WRITE_STAMPED encoding and the worker's decoder, applied."""
-    r = p.Reader(encode_stamped(1, stamp, records).body())
+    """`records` through the JVM's WRITE_STAMPED encoding and the worker's decoder, applied; the
+    reads of expired values (READ_EXPIRED) into the tail, each an access as the JVM counts it."""
+    expired = [key for kind, key, _ in records if kind == READ_EXPIRED]
+    records = [(p.RECORD_ACCESS, None, 1) if kind == READ_EXPIRED else (kind, key, value)
+               for kind, key, value in records]
+    r = p.Reader(encode_stamped(1, stamp, records, expired).body())
     p.read_header(r)
-    stamp_read, decoded, encoded, accesses, replaced = p.read_write_stamped(r)
+    stamp_read, decoded, encoded, accesses, replaced, expired_read = p.read_write_stamped(r)
     r.end()
-    t.apply_prestamped(stamp_read, decoded, encoded, accesses, replaced)
+    assert expired_read == expired
+    t.apply_prestamped(stamp_read, decoded, encoded, accesses, replaced, expired_read)
 
 
 def _apply_one_by_one(t, records) -> None:
     for kind, key, value in records:
-        if kind == p.RECORD_ACCESS:
+        if kind == READ_EXPIRED:
+            assert t.get(key) is None  # the worker's read: cleanup on read
+        elif kind == p.RECORD_ACCESS:
             t.accessed(value)
         elif kind in (p.RECORD_PUT, p.RECORD_PUT_NEW):
             t.put(key, value)
@@ -175,7 +194,9 @@ def _apply_one_by_one(t, records) -> None:
 def test_stamped_frames_give_what_their_records_one_by_one_give(tmp_path, iterator_open):
     """WRITE_STAMPED (docs/decisions/111-pre-stamped-ttl-writes.md): frames with the JVM's
     stamps, hints and tail, through the wire encoding, end as the same records without hints
-    applied one by one: database, key count, timestamp histogram, changelog. At once (the
+    applied one by one, the reads the JVM answered of expired values as the worker's reads
+    (docs/decisions/112-expired-reads-in-the-frame-tail.md): database, key count, timestamp
+    histogram, entries expired on read, changelog. At once (the
     records into one WriteBatch, their bytes into the changelog as they are) and, with an
     iterator open on the transaction, one by one."""
     rng = random.Random(29)
@@ -197,6 +218,8 @@ def test_stamped_frames_give_what_their_records_one_by_one_give(tmp_path, iterat
             _apply_wire_stamped(ts, records, 12_000)
             _apply_one_by_one(tp, records)
             assert (ts.key_delta, ts.hist_delta.counts) == (tp.key_delta, tp.hist_delta.counts)
+            assert ts.expired_on_read == tp.expired_on_read
+        assert ts.expired_on_read >= 5  # most of the entries expired at 12,000 were read
         _commit_both_and_compare(tmp_path, (stamped, ts), (plain, tp))
     finally:
         stamped.close(delete_files=True)

@@ -57,6 +57,17 @@ def expired(ts: int, ttl: int, now: int) -> bool:
     return expired_at(expiration_ts(ts, ttl), now)
 
 
+def expired_through(ttl: int, now: int) -> int | None:
+    """The latest timestamp an entry may carry and be expired at `now`: `expired(ts, ttl, now)`
+    holds exactly for every `ts` at or below it (`expired` is monotone in `ts`), so a scan
+    compares each timestamp with this one bound. None without TTL (nothing expires)."""
+    if ttl <= 0:
+        return None
+    if now >= MAX_TS:
+        return MAX_TS  # every expiry time is at most MAX_TS
+    return now - ttl
+
+
 class TtlTimeProvider(Protocol):
     """Where TTL reads the current time (milliseconds). Injectable so tests step time."""
 

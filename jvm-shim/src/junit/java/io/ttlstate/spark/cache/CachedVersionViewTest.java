@@ -74,8 +74,9 @@ class CachedVersionViewTest {
         view.remember(b("k"), b("v"), 1000, 1);
         CachedVersionView.Cached c = view.lookup(b("k"), 1, 999);
         assertEquals(1000, c.expiresAt);
-        assertNull(view.lookup(b("k"), 1, 1000)); // expired at its expiry time: ask the worker
-        assertNull(view.lookup(b("k"), 1, 0)); // and forgotten
+        assertSame(CachedVersionView.EXPIRED, view.lookup(b("k"), 1, 1000, true)); // a peek keeps it
+        assertSame(CachedVersionView.EXPIRED, view.lookup(b("k"), 1, 1000)); // expired at its expiry time
+        assertNull(view.lookup(b("k"), 1, 0)); // and forgotten: the worker cleans it up
     }
 
     @Test
@@ -146,7 +147,7 @@ class CachedVersionViewTest {
         scanned.add(b("expired"));
         view.filterReady(6, scanned, true);
         assertTrue(view.isComplete());
-        assertSame(CachedVersionView.ABSENT, view.lookup(b("expired"), 6, 1500)); // no live entry
+        assertSame(CachedVersionView.NO_LIVE_VALUE, view.lookup(b("expired"), 6, 1500)); // no live entry, one may be stored
         assertEquals(CachedVersionView.STORED_UNKNOWN, view.stored(new KeyBytes(b("expired")), 6, 1500, true));
         assertEquals(CachedVersionView.NOT_STORED, view.stored(new KeyBytes(b("expired")), 6, 1500, false));
     }
@@ -186,14 +187,15 @@ class CachedVersionViewTest {
                 v.reset(1, 0); // an empty version: complete
                 v.written(new KeyBytes(b("old")), b("v"), 1000, 1);
                 v.written(new KeyBytes(b("live")), b("v"), 5000, 1);
-                assertNull(v.lookup(b("old"), 1, 2000)); // expired at 2000: forgotten, the worker answers
+                assertSame(CachedVersionView.EXPIRED, v.lookup(b("old"), 1, 2000)); // expired at 2000: forgotten
                 assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
                 v.advance(1, 2, 2000);
                 v.written(new KeyBytes(b("soon")), b("v"), 2500, 2);
                 v.advance(2, 3, 6000); // every value expired: the slabs are freed
                 assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
                 if (!mayShow) { // it still holds every live entry: none
-                    assertSame(CachedVersionView.ABSENT, v.lookup(b("live"), 3, 6000));
+                    assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("live"), 3, 6000)); // stored, expired
+                    assertSame(CachedVersionView.ABSENT, v.lookup(b("never"), 3, 6000));
                     assertFalse(v.entriesIfComplete(3, 10, 6000).hasNext());
                     // the key filter still tells that the expired entries may be stored
                     assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("live")), 3, 6000, true));

@@ -111,7 +111,10 @@ class FrameVectorsTest {
                         live.add(pair.get(0).asLong());
                     }
                 });
-                return Requests.writeStampedEnd(w, f.get("records").size(), (int) f.get("accesses").asLong(), live);
+                java.util.List<byte[]> expired = new java.util.ArrayList<>();
+                f.get("expired").forEach(key -> expired.add(bytes(key)));
+                return Requests.writeStampedEnd(w, f.get("records").size(), (int) f.get("accesses").asLong(), live,
+                        expired);
             }
             case "GET":
                 return Requests.get(h, bytes(f.get("key")));

@@ -24,6 +24,13 @@ import io.ttlstate.spark.ttl.TtlRule;
 public final class CachedVersionView {
     /** The answer "the filter says this version does not hold the key". */
     public static final Cached ABSENT = new Cached(new byte[0], 0);
+    /** {@link #lookup}: the view held the key's value, expired at the time asked (the worker cleans it up on read). */
+    public static final Cached EXPIRED = new Cached(new byte[0], 0);
+    /**
+     * {@link #lookup}: the view is complete and holds no value of the key, but the filter says it
+     * may be stored: with TTL, an expired entry the worker has not cleaned up yet may be.
+     */
+    public static final Cached NO_LIVE_VALUE = new Cached(new byte[0], 0);
 
     private final CacheBudget budget;
     private final boolean useFilter;
@@ -94,9 +101,17 @@ public final class CachedVersionView {
 
     /**
      * What the view knows of {@code key} at {@code version} and time {@code now}: a live cached
-     * value, {@link #ABSENT} if the filter rules the key out, or null (ask the worker).
+     * value, {@link #EXPIRED} if it held the value and that expired at {@code now} (forgotten
+     * then, unless {@code peek}), {@link #ABSENT} if the filter rules the key out,
+     * {@link #NO_LIVE_VALUE} if the view is complete and only the filter holds the key, or null
+     * (ask the worker).
      */
-    public synchronized Cached lookup(byte[] key, long atVersion, long now) {
+    public Cached lookup(byte[] key, long atVersion, long now) {
+        return lookup(key, atVersion, now, false);
+    }
+
+    /** {@link #lookup}; with {@code peek}, an expired value is kept (a read-ahead's look, which the operator's read follows). */
+    public synchronized Cached lookup(byte[] key, long atVersion, long now, boolean peek) {
         if (atVersion != version || closed) {
             return null;
         }
@@ -110,15 +125,18 @@ public final class CachedVersionView {
                     values.touch(slot);
                     return new Cached(values.value(slot), expiresAt);
                 }
-                values.remove(key, hash); // expired: the worker decides (it cleans it up)
-                complete &= !expiredMayShow; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
-                return null;
+                if (!peek) {
+                    values.remove(key, hash); // expired: the worker cleans it up
+                    complete &= !expiredMayShow; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
+                }
+                return EXPIRED;
             }
         }
-        if (complete || (filter != null && !filter.mightContainHash(h64))) {
-            return ABSENT;
+        boolean mayBeStored = filter == null || filter.mightContainHash(h64);
+        if (complete) {
+            return mayBeStored && filter != null ? NO_LIVE_VALUE : ABSENT;
         }
-        return null;
+        return mayBeStored ? null : ABSENT;
     }
 
     /** What the view knows of whether a key is stored. */

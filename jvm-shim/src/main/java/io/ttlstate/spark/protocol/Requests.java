@@ -74,13 +74,19 @@ public final class Requests {
     }
 
     /**
-     * Ends a WRITE_STAMPED body: its record count, the reads answered in the JVM, and the
-     * expiry times of the live entries its records of kinds 5 and 6 name, with their counts.
+     * Ends a WRITE_STAMPED body: its record count, the reads answered in the JVM, the expiry
+     * times of the live entries its records of kinds 5 and 6 name, with their counts, and the
+     * keys of reads answered in the JVM because their values expired (cleaned up first).
      */
-    public static FrameWriter writeStampedEnd(FrameWriter batch, int records, int accesses, LiveExpiries live) {
+    public static FrameWriter writeStampedEnd(FrameWriter batch, int records, int accesses, LiveExpiries live,
+                                              java.util.List<byte[]> expired) {
         batch.patchU32(STAMPED_COUNT_OFFSET, records).u32(accesses).u32(live.size());
         for (int i = 0; i < live.size(); i++) {
             batch.i64(live.expiresAt(i)).u32(live.count(i));
+        }
+        batch.u32(expired.size());
+        for (byte[] key : expired) {
+            batch.bytes(key);
         }
         return batch;
     }

@@ -143,11 +143,24 @@ final class JvmAnswers {
             return false;
         }
         CachedVersionView.Cached c = view.lookup(key, version, batchTimestampMs);
-        if (c == CachedVersionView.ABSENT) {
+        boolean mayBeExpired = c == CachedVersionView.EXPIRED || c == CachedVersionView.NO_LIVE_VALUE;
+        if (mayBeExpired && txn.listsExpiredReads()) {
+            // no value served: the worker cleans an expired entry up before the frame's writes
+            txn.readExpired(key);
+            if (hints()) {
+                answered(new KeyBytes(key), null, 0); // not stored once cleaned up
+            }
+            out[i] = null;
+            return true;
+        }
+        if (c == CachedVersionView.ABSENT || c == CachedVersionView.NO_LIVE_VALUE) {
             metrics.filterSkips.incrementAndGet();
             txn.answeredHere();
             out[i] = null;
             return true;
+        }
+        if (c == CachedVersionView.EXPIRED) {
+            c = null; // the worker reads it, cleaning it up
         }
         if (c == null) {
             if (count) {
@@ -165,18 +178,22 @@ final class JvmAnswers {
         return true;
     }
 
-    /** {@link #answer} without its side effects (metrics, accesses, refresh on read). */
+    /**
+     * {@link #answer} without its side effects (metrics, accesses, refresh on read, forgetting
+     * an expired value: the operator's own read of it follows).
+     */
     boolean known(byte[] key, byte[][] out, int i) {
         byte[] v = ownWrite(key);
         if (v != null) {
             out[i] = v == RemoteTxn.TOMBSTONE ? null : v;
             return true;
         }
-        CachedVersionView.Cached c = view.lookup(key, version, batchTimestampMs);
-        if (c == null) {
+        CachedVersionView.Cached c = view.lookup(key, version, batchTimestampMs, true);
+        if (c == null || (c == CachedVersionView.EXPIRED && !txn.listsExpiredReads())) {
             return false;
         }
-        out[i] = c == CachedVersionView.ABSENT ? null : c.value;
+        out[i] = c == CachedVersionView.ABSENT || c == CachedVersionView.EXPIRED || c == CachedVersionView.NO_LIVE_VALUE
+                ? null : c.value;
         return true;
     }
 
@@ -237,10 +254,15 @@ final class JvmAnswers {
             return new byte[0][];
         }
         Map<KeyBytes, byte[]> written = txn.written();
+        boolean expiredKnown = txn.listsExpiredReads();
         byte[][] ask = new byte[keys.length][];
         int n = 0;
         for (byte[] key : keys) {
-            if (!written.containsKey(new KeyBytes(key)) && view.lookup(key, version, batchTimestampMs) == null) {
+            if (written.containsKey(new KeyBytes(key))) {
+                continue;
+            }
+            CachedVersionView.Cached c = view.lookup(key, version, batchTimestampMs, true);
+            if (c == null || (c == CachedVersionView.EXPIRED && !expiredKnown)) {
                 ask[n++] = key;
             }
         }

@@ -79,6 +79,14 @@ final class RemoteTxn {
     private boolean stamped;
     private long stamp;
     private final LiveExpiries live = new LiveExpiries();
+    /**
+     * Keys of reads answered here as absent because their cached values had expired, for the
+     * next WRITE_STAMPED's tail: the worker cleans them up on read before the frame's records
+     * (docs/decisions/112-expired-reads-in-the-frame-tail.md).
+     */
+    private final java.util.List<byte[]> expiredReads = new java.util.ArrayList<>();
+    /** Their bytes on the wire. */
+    private long expiredReadBytes;
     /** Told about every iterator (its {@link RemoteStore} drains those still needing the worker on close). */
     java.util.function.Consumer<ChunkIterator> onIteratorCreated;
 
@@ -190,7 +198,7 @@ final class RemoteTxn {
         batchCount++;
         records++;
         keep(k, writtenValue);
-        if (batch.size() >= settings.writeBatchBytes) {
+        if (batch.size() + expiredReadBytes >= settings.writeBatchBytes) {
             flush();
         }
     }
@@ -341,6 +349,25 @@ final class RemoteTxn {
         return jvm.readAheadRoom();
     }
 
+    /**
+     * Whether a read of a value the view holds expired may be answered here (absent) and the key
+     * sent in the frame's tail for the worker's cleanup on read: a stamped transaction, where the
+     * worker's read would not return it (NeverReturnExpired).
+     */
+    boolean listsExpiredReads() {
+        return stamped && !settings.ttlReturnExpired;
+    }
+
+    /** A read answered absent here of a key whose value expired ({@link #listsExpiredReads}). */
+    void readExpired(byte[] key) {
+        answeredHere();
+        expiredReads.add(key);
+        expiredReadBytes += 4 + key.length;
+        if (batch().size() + expiredReadBytes >= settings.writeBatchBytes) {
+            flush();
+        }
+    }
+
     /** A read the worker did not see: counted towards its incremental TTL cleanup. */
     void answeredHere() {
         if (settings.ttlCountsAccesses && !readOnly) {
@@ -350,7 +377,7 @@ final class RemoteTxn {
 
     /**
      * Sends the buffered writes (and reads answered here), if any, as one WRITE_BATCH, or as one
-     * WRITE_STAMPED with the reads and the live entries' expiry times in its tail.
+     * WRITE_STAMPED with the reads, the live entries' expiry times and the expired reads' keys in its tail.
      */
     void flush() {
         if (!stamped && unsentAccesses > 0) {
@@ -358,12 +385,14 @@ final class RemoteTxn {
             batchCount++;
             unsentAccesses = 0;
         }
-        if (batchCount == 0 && unsentAccesses == 0) {
+        if (batchCount == 0 && unsentAccesses == 0 && expiredReads.isEmpty()) {
             return;
         }
-        FrameWriter b = stamped ? Requests.writeStampedEnd(batch(), batchCount, unsentAccesses, live)
+        FrameWriter b = stamped ? Requests.writeStampedEnd(batch(), batchCount, unsentAccesses, live, expiredReads)
                 : Requests.writeBatchCount(batch, batchCount);
         live.clear();
+        expiredReads.clear();
+        expiredReadBytes = 0;
         unsentAccesses = 0;
         batch = null;
         batchCount = 0;
@@ -467,6 +496,8 @@ final class RemoteTxn {
         batchCount = 0;
         unsentAccesses = 0;
         live.clear();
+        expiredReads.clear();
+        expiredReadBytes = 0;
         written.clear();
         if (ended) {
             return;
