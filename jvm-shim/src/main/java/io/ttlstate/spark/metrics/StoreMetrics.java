@@ -52,7 +52,7 @@ public final class StoreMetrics {
     static final StateStoreCustomMetric CACHE_MISSES = new StateStoreCustomSumMetric(
             "ttlstateCacheMisses", "ttlstate: reads the JVM's value cache and key filter could not answer (asked the worker)");
     static final StateStoreCustomMetric FILTER_SKIPS = new StateStoreCustomSumMetric(
-            "ttlstateFilterSkips", "ttlstate: reads of absent keys answered by the JVM's key filter");
+            "ttlstateFilterSkips", "ttlstate: reads of absent keys answered in the JVM: by its key filter, or by a view holding every live entry");
     static final StateStoreCustomMetric RESIDENT_SCANS = new StateStoreCustomSumMetric(
             "ttlstateResidentScans",
             "ttlstate: iterators and prefix scans served from the JVM's complete copy of the version, without the store worker");
