@@ -227,33 +227,22 @@ def expired_after(db: Rdict, after: bytes, budget: int, bound: int) -> tuple[dic
     """Check up to `budget` entries of a TTL store's `db` after the key `after` (from the first
     if empty), in key order: ({key: timestamp} of those whose timestamp is at or below `bound`,
     `ttl.expired_through`), how many were checked, and the last key checked, or None if the
-    entries ran out first. rocksdict's own iterator, and for a bound at or above 0 a comparison
-    of the timestamp's bytes (big-endian: their order is the numbers' for timestamps at or
-    above 0; a negative one starts with a set top bit), so only the expired are decoded: the
+    entries ran out first. rocksdict's own iterator, and a comparison of the timestamp's bytes
+    (big-endian: their order is the numbers' for timestamps at or above 0; a negative one
+    starts with a set top bit and is decoded), so only the expired are decoded: the
     incremental TTL cleanup's walk (docs/decisions/112-expired-reads-in-the-frame-tail.md)."""
     items = db.items(from_key=after) if after else db.items()
     skip = after or None  # `after` itself, if named (an empty key is a key too)
+    through = bound.to_bytes(8, "big") if bound >= 0 else b""  # no 8-byte head is at or below b""
     gone: dict[bytes, int] = {}
     checked = 0
     timestamp = codec.timestamp
-    if bound >= 0:
-        through = bound.to_bytes(8, "big")
-        for key, stored in items:
-            if key == skip:
-                continue
-            head = stored[:8]
-            if head <= through or head >= _NEGATIVE_TS:
-                gone[key] = timestamp(stored)
-            checked += 1
-            if checked == budget:
-                return gone, checked, key
-        return gone, checked, None
     for key, stored in items:
         if key == skip:
             continue
-        ts = timestamp(stored)
-        if ts <= bound:
-            gone[key] = ts
+        head = stored[:8]
+        if head <= through or (head >= _NEGATIVE_TS and timestamp(stored) <= bound):
+            gone[key] = timestamp(stored)
         checked += 1
         if checked == budget:
             return gone, checked, key

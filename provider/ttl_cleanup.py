@@ -67,13 +67,31 @@ class IncrementalCleanup:
             return
         found = self.expired
         if not txn.overlay and not txn.shadow:  # the database alone: rocksdict's own iterator
-            gone, checked = self._walk(store.db, budget, expired_through(txn.ttl_ms, now))
-            self.scanned += checked
-            if gone:
-                self.expired += txn.remove_expired(gone)
-            self._hint_expired -= self.expired - found
-            return
-        it = store.db.iter()
+            gone = self._walk(store.db, budget, expired_through(txn.ttl_ms, now))
+        else:
+            gone = self._walk_merged(budget, now)
+        if gone:
+            self.expired += txn.remove_expired(gone)
+        self._hint_expired -= self.expired - found
+
+    def _walk(self, db, budget: int, bound: int) -> dict[bytes, int]:
+        """`budget` entries of the database after the cursor, wrapping around once
+        (`engine.expired_after`): the expired ones with their timestamps; counts them as
+        scanned and moves the cursor."""
+        gone, checked, last = expired_after(db, self.cursor, budget, bound)
+        if last is None and checked < budget and self.cursor:
+            more, wrapped, last = expired_after(db, b"", budget - checked, bound)
+            gone.update(more)
+            checked += wrapped
+        self.scanned += checked
+        self.cursor = last or b""
+        return gone
+
+    def _walk_merged(self, budget: int, now: int) -> dict[bytes, int]:
+        """`_walk` for a transaction with an overlay or pre-images: the database's entries as
+        the transaction sees them (its own writes are not checked)."""
+        txn = self.txn
+        it = txn.store.db.iter()
         if self.cursor:
             it.seek(self.cursor)
             if it.valid() and it.key() == self.cursor:
@@ -103,22 +121,7 @@ class IncrementalCleanup:
                         gone[key] = ts
             it.next()
         self.cursor = key if it.valid() else b""
-        del it
-        if gone:
-            self.expired += txn.remove_expired(gone)
-        self._hint_expired -= self.expired - found
-
-
-    def _walk(self, db, budget: int, bound: int) -> tuple[dict[bytes, int], int]:
-        """`budget` entries after the cursor, wrapping around once (`engine.expired_after`):
-        the expired ones with their timestamps, and how many were checked; moves the cursor."""
-        gone, checked, last = expired_after(db, self.cursor, budget, bound)
-        if last is None and checked < budget and self.cursor:
-            more, wrapped, last = expired_after(db, b"", budget - checked, bound)
-            gone.update(more)
-            checked += wrapped
-        self.cursor = last or b""
-        return gone, checked
+        return gone
 
 
 def purge_expired(store):

@@ -18,7 +18,7 @@ from .engine import db_items, delete_keys, multi_get, write_keyed_records, write
 from .errors import ProtocolError, TtlstateError
 from .protocol import (RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_PUT_OVER_LIVE, RECORD_REMOVE,
                        RECORD_REMOVE_LIVE, RECORD_REMOVE_PRESENT)
-from .ttl import MAX_TS, codec, event_time, expiration_ts, expired_at, refreshes, written_at
+from .ttl import MAX_TS, codec, event_time, expiration_ts, expired, expired_at, refreshes, written_at
 from .ttl.config import StateVisibility, TimeCharacteristic, UpdateType
 from .ttl.histogram import TsHistogram
 from .ttl_cleanup import IncrementalCleanup
@@ -182,8 +182,7 @@ class Txn:
         removing it if expired: an expired entry is read again."""
         if stored is _ABSENT:
             stored = self._stored(key)
-        elif stored is not None and self.cleans and expired_at(
-                expiration_ts(codec.timestamp(stored), self.ttl_ms), self.now()):
+        elif stored is not None and self.cleans and self._expired(stored):
             stored = self._stored(key)
         if not self.ttl_ms or stored is None:
             return stored, MAX_TS
@@ -246,10 +245,10 @@ class Txn:
         return None
 
     def apply_prestamped(self, stamp: int, records, encoded: bytes, accesses: int,
-                         replaced: list[tuple[int, int]], expired: list[bytes] = ()):
+                         replaced: list[tuple[int, int]], expired_reads: list[bytes] = ()):
         """Apply a WRITE_STAMPED frame (`protocol.read_write_stamped`): its puts' values are
         stored entries stamped with `stamp`, `replaced` the (expiresAt, count) of the live
-        entries its kinds 5 and 6 replace, `expired` the keys of reads the JVM answered because
+        entries its kinds 5 and 6 replace, `expired_reads` the keys of reads the JVM answered because
         it found their values expired, cleaned up first (`clean_up_read`). At once, as a store
         without TTL writes a frame: the records into one WriteBatch, their bytes into the
         changelog as they are; the histogram from `replaced` and the few keys the JVM could not
@@ -257,8 +256,8 @@ class Txn:
         if stamp != self.write_stamp():
             raise ProtocolError(f"WRITE_STAMPED with stamp {stamp}, where this transaction stamps "
                                 f"{self.write_stamp()}")
-        if expired:
-            self.clean_up_read(expired)
+        if expired_reads:
+            self.clean_up_read(expired_reads)
         if self.written_since:
             for kind, key, value in records:
                 if value is None:
@@ -302,7 +301,9 @@ class Txn:
                 if stored is not None and self._expired(stored):
                     removed += self.remove_stored(key)
         else:
-            found = self.stored_many(keys) if len(set(keys)) == len(keys) else [self._stored(k) for k in keys]
+            found = self.stored_many(keys)
+            if found is None:  # a key repeats
+                found = [self._stored(k) for k in keys]
             gone = {key: codec.timestamp(stored) for key, stored in zip(keys, found)
                     if stored is not None and self._expired(stored)}
             removed = self.remove_expired(gone)
@@ -310,7 +311,7 @@ class Txn:
 
     def _expired(self, stored: bytes) -> bool:
         """Whether a stored entry is expired at this transaction's clock."""
-        return expired_at(expiration_ts(codec.timestamp(stored), self.ttl_ms), self.now())
+        return expired(codec.timestamp(stored), self.ttl_ms, self.now())
 
     def put(self, key: bytes, value: bytes, present: bool | None = None):
         """Write `value`; `present` (stores without TTL only) says whether the key is in the

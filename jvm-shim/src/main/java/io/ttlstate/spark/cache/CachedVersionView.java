@@ -132,11 +132,15 @@ public final class CachedVersionView {
                 return EXPIRED;
             }
         }
-        boolean mayBeStored = filter == null || filter.mightContainHash(h64);
         if (complete) {
-            return mayBeStored && filter != null ? NO_LIVE_VALUE : ABSENT;
+            return filter != null && filter.mightContainHash(h64) ? NO_LIVE_VALUE : ABSENT;
         }
-        return mayBeStored ? null : ABSENT;
+        return filter != null && !filter.mightContainHash(h64) ? ABSENT : null;
+    }
+
+    /** Whether {@code c}, a {@link #lookup} answer, carries a value (not null nor one of the answers without). */
+    public static boolean isValue(Cached c) {
+        return c != null && c != ABSENT && c != EXPIRED && c != NO_LIVE_VALUE;
     }
 
     /** What the view knows of whether a key is stored. */

@@ -143,8 +143,14 @@ final class JvmAnswers {
             return false;
         }
         CachedVersionView.Cached c = view.lookup(key, version, batchTimestampMs);
-        boolean mayBeExpired = c == CachedVersionView.EXPIRED || c == CachedVersionView.NO_LIVE_VALUE;
-        if (mayBeExpired && txn.listsExpiredReads()) {
+        if (askWorker(c)) { // an EXPIRED value here goes to the worker, whose read cleans it up
+            if (count) {
+                metrics.cacheMisses.incrementAndGet();
+            }
+            return false;
+        }
+        if (c == CachedVersionView.EXPIRED
+                || (c == CachedVersionView.NO_LIVE_VALUE && txn.listsExpiredReads())) {
             // no value served: the worker cleans an expired entry up before the frame's writes
             txn.readExpired(key);
             if (hints()) {
@@ -158,15 +164,6 @@ final class JvmAnswers {
             txn.answeredHere();
             out[i] = null;
             return true;
-        }
-        if (c == CachedVersionView.EXPIRED) {
-            c = null; // the worker reads it, cleaning it up
-        }
-        if (c == null) {
-            if (count) {
-                metrics.cacheMisses.incrementAndGet();
-            }
-            return false;
         }
         metrics.cacheHits.incrementAndGet();
         if (settings.ttlRefreshOnRead && !readOnly && refreshes(c.expiresAt)) {
@@ -189,12 +186,20 @@ final class JvmAnswers {
             return true;
         }
         CachedVersionView.Cached c = view.lookup(key, version, batchTimestampMs, true);
-        if (c == null || (c == CachedVersionView.EXPIRED && !txn.listsExpiredReads())) {
+        if (askWorker(c)) {
             return false;
         }
-        out[i] = c == CachedVersionView.ABSENT || c == CachedVersionView.EXPIRED || c == CachedVersionView.NO_LIVE_VALUE
-                ? null : c.value;
+        out[i] = CachedVersionView.isValue(c) ? c.value : null;
         return true;
+    }
+
+    /**
+     * Whether the worker must answer a read the view answered {@code c}: it knows nothing, or it
+     * held the value expired and this transaction cannot list the key for the worker's cleanup
+     * on read ({@link RemoteTxn#listsExpiredReads}).
+     */
+    private boolean askWorker(CachedVersionView.Cached c) {
+        return c == null || (c == CachedVersionView.EXPIRED && !txn.listsExpiredReads());
     }
 
     /** This transaction's write of {@code key} ({@link RemoteTxn#TOMBSTONE} for a removal), or null. */
@@ -254,15 +259,10 @@ final class JvmAnswers {
             return new byte[0][];
         }
         Map<KeyBytes, byte[]> written = txn.written();
-        boolean expiredKnown = txn.listsExpiredReads();
         byte[][] ask = new byte[keys.length][];
         int n = 0;
         for (byte[] key : keys) {
-            if (written.containsKey(new KeyBytes(key))) {
-                continue;
-            }
-            CachedVersionView.Cached c = view.lookup(key, version, batchTimestampMs, true);
-            if (c == null || (c == CachedVersionView.EXPIRED && !expiredKnown)) {
+            if (!written.containsKey(new KeyBytes(key)) && askWorker(view.lookup(key, version, batchTimestampMs, true))) {
                 ask[n++] = key;
             }
         }

@@ -198,7 +198,12 @@ final class RemoteTxn {
         batchCount++;
         records++;
         keep(k, writtenValue);
-        if (batch.size() + expiredReadBytes >= settings.writeBatchBytes) {
+        flushIfFull();
+    }
+
+    /** Sends the frame once it, with the expired reads' keys for its tail, reaches {@code writeBatchBytes}. */
+    private void flushIfFull() {
+        if (batch().size() + expiredReadBytes >= settings.writeBatchBytes) {
             flush();
         }
     }
@@ -363,9 +368,7 @@ final class RemoteTxn {
         answeredHere();
         expiredReads.add(key);
         expiredReadBytes += 4 + key.length;
-        if (batch().size() + expiredReadBytes >= settings.writeBatchBytes) {
-            flush();
-        }
+        flushIfFull();
     }
 
     /** A read the worker did not see: counted towards its incremental TTL cleanup. */
