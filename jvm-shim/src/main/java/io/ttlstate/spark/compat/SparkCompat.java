@@ -257,9 +257,10 @@ public final class SparkCompat {
     /**
      * True for the timestamp key encoders of transformWithState's timers
      * ({@code TimestampAsPrefixKeyStateEncoderSpec}, {@code TimestampAsPostfixKeyStateEncoderSpec}, 4.2+),
-     * by name: an {@code instanceof} would fail to link on lines without these classes.
+     * by name: an {@code instanceof} would fail to link on lines without these classes, and an
+     * {@code Object} parameter, as {@code KeyStateEncoderSpec} itself is missing from 3.5.
      */
-    public static boolean isTimestampKeySpec(KeyStateEncoderSpec spec) {
+    public static boolean isTimestampKeySpec(Object spec) {
         String n = spec.getClass().getSimpleName();
         return n.equals("TimestampAsPrefixKeyStateEncoderSpec") || n.equals("TimestampAsPostfixKeyStateEncoderSpec");
     }

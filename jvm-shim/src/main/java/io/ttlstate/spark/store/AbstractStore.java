@@ -19,7 +19,11 @@ import scala.runtime.BoxedUnit;
  * A store object is used by one task thread.
  */
 abstract class AbstractStore implements ReadStateStore {
-    static final String DEFAULT_CF = StateStore.DEFAULT_COL_FAMILY_NAME();
+    /**
+     * Spark's default column family, spelled out: {@code StateStore.DEFAULT_COL_FAMILY_NAME}
+     * exists from 4.0 only, and the stores are shared with the 3.5 line (AbstractStoreTest pins it).
+     */
+    static final String DEFAULT_CF = "default";
     private static final byte[] EMPTY = new byte[0];
 
     final RemoteStore remote;
@@ -155,7 +159,7 @@ abstract class AbstractStore implements ReadStateStore {
     @Override
     public scala.collection.immutable.Set<String> allColumnFamilyNames() {
         scala.collection.immutable.Set<String> empty = scala.collection.immutable.Set$.MODULE$.empty();
-        return empty.incl(DEFAULT_CF);
+        return (scala.collection.immutable.Set<String>) empty.$plus(DEFAULT_CF); // `incl` is 2.13 only
     }
 
     @Override
