@@ -223,30 +223,41 @@ def write_prestamped_records(db: Rdict, records, stamp: int):
 _NEGATIVE_TS = b"\x80"  # a stored entry whose 8-byte big-endian timestamp is below 0 starts at or above this
 
 
+_WALK_SLICE = 4096  # entries the walk takes from the iterator at once (a list of them: bounded memory)
+
+
 def expired_after(db: Rdict, after: bytes, budget: int, bound: int) -> tuple[dict[bytes, int], int, bytes | None]:
     """Check up to `budget` entries of a TTL store's `db` after the key `after` (from the first
     if empty), in key order: ({key: timestamp} of those whose timestamp is at or below `bound`,
     `ttl.expired_through`), how many were checked, and the last key checked, or None if the
-    entries ran out first. rocksdict's own iterator, and a comparison of the timestamp's bytes
-    (big-endian: their order is the numbers' for timestamps at or above 0; a negative one
-    starts with a set top bit and is decoded), so only the expired are decoded: the
-    incremental TTL cleanup's walk (docs/decisions/112-expired-reads-in-the-frame-tail.md)."""
+    entries ran out first. rocksdict's own iterator, read in slices, and one comparison of each
+    stored entry with the bytes just past the bound (big-endian timestamps first: their order is
+    the numbers' for timestamps at or above 0; a negative one starts with a set top bit and is
+    decoded), so only the expired are decoded: the incremental TTL cleanup's walk
+    (docs/decisions/112-expired-reads-in-the-frame-tail.md)."""
     items = db.items(from_key=after) if after else db.items()
-    skip = after or None  # `after` itself, if named (an empty key is a key too)
-    through = bound.to_bytes(8, "big") if bound >= 0 else b""  # no 8-byte head is at or below b""
+    if after:  # `after` itself, if stored, is not checked (an empty key is a key too)
+        first = next(items, None)
+        if first is None:
+            return {}, 0, None
+        if first[0] != after:
+            items = itertools.chain((first,), items)
+    # an entry is at or below the bound iff it sorts before the bound's successor (an 8-byte
+    # prefix equal to the successor's makes the longer entry sort after it); none if bound < 0
+    below = (bound + 1).to_bytes(8, "big") if bound >= 0 else b""
+    timestamp = codec.timestamp
     gone: dict[bytes, int] = {}
     checked = 0
-    timestamp = codec.timestamp
-    for key, stored in items:
-        if key == skip:
-            continue
-        head = stored[:8]
-        if head <= through or (head >= _NEGATIVE_TS and timestamp(stored) <= bound):
-            gone[key] = timestamp(stored)
-        checked += 1
-        if checked == budget:
-            return gone, checked, key
-    return gone, checked, None
+    while checked < budget:
+        want = min(_WALK_SLICE, budget - checked)
+        chunk = list(itertools.islice(items, want))
+        gone.update({key: timestamp(stored) for key, stored in chunk
+                     if stored < below or (stored >= _NEGATIVE_TS and timestamp(stored) <= bound)})
+        checked += len(chunk)
+        if len(chunk) < want:
+            return gone, checked, None
+        last = chunk[-1][0]
+    return gone, checked, last if checked else None
 
 
 def delete_keys(db: Rdict, keys) -> None:

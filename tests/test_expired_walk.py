@@ -6,6 +6,7 @@ import random
 import pytest
 from rocksdict import Options, Rdict
 
+from ttlstate import engine
 from ttlstate.engine import expired_after
 from ttlstate.ttl import MAX_TS, codec, expired, expired_through
 
@@ -42,3 +43,25 @@ def test_a_walk_finds_what_the_rule_says_is_expired(db, now):
             break
         assert n == 37 and cursor == entries[seen - 1][0]
     assert (found, seen) == (want, len(entries))  # b"" as the cursor: from the first (the empty key too)
+
+
+@pytest.mark.parametrize("budget", [2, 15, 16, 17, 50, 1000])
+def test_a_walk_read_in_slices_checks_the_same_entries(db, monkeypatch, budget):
+    """Budgets above, at and below the slice the walk reads from the iterator at once (from 2: a
+    step of 1 that ends at the empty key leaves the cursor b"", which means "from the first")."""
+    monkeypatch.setattr(engine, "_WALK_SLICE", 16)
+    entries = list(db.items())
+    bound = expired_through(TTL, 5000)
+    found, cursor, seen = {}, b"", 0
+    while True:
+        step, n, cursor = expired_after(db, cursor, budget, bound)
+        found.update(step)
+        seen += n
+        want = {k: codec.timestamp(v) for k, v in entries[seen - n:seen]
+                if expired(codec.timestamp(v), TTL, 5000)}
+        assert step == want
+        if cursor is None:
+            assert n < budget or seen == len(entries)
+            break
+        assert n == budget and cursor == entries[seen - 1][0]
+    assert seen == len(entries)
