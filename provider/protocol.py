@@ -11,7 +11,7 @@ import struct
 
 from .errors import ProtocolError
 
-PROTOCOL_VERSION = 10
+PROTOCOL_VERSION = 11
 MAX_FRAME = 64 * 1024 * 1024
 # A MULTI_GET reply answers the keys asked in order until its answers reach about this many
 # bytes (at least one answer); the JVM asks again for the rest (docs/decisions/095-multi-get-reply-split.md).

@@ -66,10 +66,11 @@ def stats(num_keys: int, memory_used: int, metrics) -> p.Writer:
 
 
 def committed(num_keys: int, file_bytes: int, memory_used: int, snapshot_wanted: bool, changelog_name: str,
-              metrics) -> p.Writer:
-    """`changelog_name`: the changelog's name in the checkpoint ("" without changelog)."""
+              stored_from: int, metrics) -> p.Writer:
+    """`changelog_name`: the changelog's name in the checkpoint ("" without changelog);
+    `stored_from`: `Store.stored_from`."""
     return _metrics(p.ok().i64(num_keys).i64(file_bytes).i64(memory_used).u8(1 if snapshot_wanted else 0)
-                    .str(changelog_name), metrics)
+                    .str(changelog_name).i64(stored_from), metrics)
 
 
 def snapshot(version: int, num_keys: int, manifest_path: str, manifest_name: str, ssts) -> p.Writer:

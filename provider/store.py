@@ -25,8 +25,8 @@ from .engine import engine_errors, file_crc32, memory_used, open_database
 from .errors import StoreBusyError, TtlstateError, VersionMismatchError
 from .manifest import Manifest, SstFile
 from .statefile import FILE_CHANGELOG, LAYOUT_PLAIN, LAYOUT_TTL, FileMeta
-from .ttl import MAX_TS, TtlTimeProvider, WallClock
-from .ttl.config import StateVisibility, TtlConfig
+from .ttl import MAX_TS, MIN_TS, TtlTimeProvider, WallClock, expiration_ts
+from .ttl.config import StateVisibility, TimeCharacteristic, TtlConfig
 from .ttl.histogram import TsHistogram
 from .txn import Txn
 
@@ -240,6 +240,17 @@ class Store:
                         type(e).__name__, e)
             return False
         return True
+
+    def stored_from(self) -> int:
+        """The earliest `expiresAt` of the committed version's entries, from the timestamp
+        histogram (`MAX_TS` if it holds none): the JVM's view answers "not stored" for a key it
+        knows expired before it (`COMMIT`'s `storedFrom`, docs/decisions/113-stored-from.md).
+        `MIN_TS` (nothing known) without TTL or on the processing-time clock."""
+        if not self.ttl_ms or self.ttl.time_characteristic is TimeCharacteristic.PROCESSING_TIME:
+            return MIN_TS
+        if not self.hist:
+            return MAX_TS
+        return expiration_ts(min(self.hist.counts), self.ttl_ms)
 
     def visible_keys(self, now: int, delta: TsHistogram | None = None, key_delta: int = 0) -> int:
         """numKeys as Spark sees it: without expired entries under NeverReturnExpired."""

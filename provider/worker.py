@@ -249,7 +249,7 @@ class Worker:
         finally:
             self._drop_txn(h)
         name = layout.name(new_version, layout.CHANGELOG, id or None, base_id or None) if path else ""
-        return replies.committed(num_keys, size, store.memory_used(), store.migrated, name, metrics)
+        return replies.committed(num_keys, size, store.memory_used(), store.migrated, name, store.stored_from(), metrics)
 
     def op_abort(self, h, r):
         p.read_payload(r, p.ABORT)

@@ -250,9 +250,10 @@ class Client:
 
     def commit_full(self, txn: int, version: int, path: str, id: str = "", base_id: str = ""):
         """(numKeys, fileBytes, memoryUsedBytes, snapshotWanted, metrics); the changelog's
-        checkpoint name in `self.changelog_name`."""
+        checkpoint name in `self.changelog_name`, `storedFrom` in `self.stored_from`."""
         r = self.call(p.request(p.COMMIT, txn).i64(version).str(path).str(id).str(base_id))
         num_keys, size, memory, wanted, self.changelog_name = r.i64(), r.i64(), r.i64(), r.bool(), r.str()
+        self.stored_from = r.i64()
         return num_keys, size, memory, wanted, _read_metrics(r)
 
     def snapshot(self, store: int, directory: str, id: str = ""):

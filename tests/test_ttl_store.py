@@ -17,8 +17,8 @@ from ttlstate.statefile import FILE_CHANGELOG
 from ttlstate.errors import CorruptFileError
 from ttlstate.store import (METRIC_EXPIRED_BY_COMPACTION, METRIC_EXPIRED_INCREMENTAL,
                             METRIC_EXPIRED_ON_READ, METRIC_OPEN_TRANSACTIONS, METRIC_TTL_MS, Store)
-from ttlstate.ttl import ManualClock
-from ttlstate.ttl.config import TtlConfig
+from ttlstate.ttl import MAX_TS, MIN_TS, ManualClock
+from ttlstate.ttl.config import TimeCharacteristic, TtlConfig
 
 NO_BACKGROUND = dict(cleanup_in_background=False)
 
@@ -188,6 +188,25 @@ def test_incremental_cleanup_removes_expired_entries_nobody_reads(mk):
     v.commit(t)
     assert v.store.num_keys == 600 + 3000 - removed - t.expired_incremental
     assert t.expired_incremental > 1000 - 300
+
+
+def test_stored_from_is_the_earliest_expiry_the_committed_version_stores(mk):
+    """COMMIT's `storedFrom`: what the JVM's view takes "not stored" from (decision 113)."""
+    v = mk(ttl(1000, **NO_BACKGROUND))
+    assert v.store.stored_from() == MAX_TS  # nothing stored
+    v.write(10_000, puts=[b"a", b"b"])
+    v.write(10_500, puts=[b"c"])
+    assert v.store.stored_from() == 11_000
+    v.write(10_600, puts=[b"a"])  # b still expires at 11,000
+    assert v.store.stored_from() == 11_000
+    t = v.txn(11_200)
+    assert t.get(b"b") is None  # cleaned up on read: c (11,500) is now the earliest
+    v.commit(t)
+    assert v.store.stored_from() == 11_500
+    # without TTL, or on a clock the JVM's view does not use, nothing is known
+    assert mk(TtlConfig(ttl_ms=0), name="plain").store.stored_from() == MIN_TS
+    clocked = mk(ttl(1000, time_characteristic=TimeCharacteristic.PROCESSING_TIME), name="pt", clock=ManualClock(0))
+    assert clocked.store.stored_from() == MIN_TS
 
 
 def test_incremental_cleanup_skips_when_nothing_is_expired(mk):

@@ -17,6 +17,7 @@ import time
 from typing import Protocol
 
 MAX_TS = (1 << 63) - 1  # Java Long.MAX_VALUE: timestamps are signed 64-bit milliseconds
+MIN_TS = -(1 << 63)  # Java Long.MIN_VALUE
 
 
 def expiration_ts(ts: int, ttl: int) -> int:

@@ -23,7 +23,7 @@ import pathlib
 
 from ttlstate import conf, plans, replies, worker
 from ttlstate import protocol as p
-from ttlstate.ttl import codec
+from ttlstate.ttl import MIN_TS, codec
 from ttlstate.confkeys import PREFIX
 
 OUT = pathlib.Path(__file__).with_name("frames.tsv")
@@ -246,12 +246,13 @@ def reply_vectors():
     metrics = [("ttlstateOpenTransactions", 1), ("ttlstateExpiredOnRead", -3)]
     yield "stats", p.STATS, {}, replies.stats(10, 2048, metrics), \
         {"numKeys": 10, "memoryUsedBytes": 2048, "metrics": dict(metrics)}
-    yield "commit", p.COMMIT, {}, replies.committed(10, 512, 4096, True, "5_e-é_d.changelog", metrics), \
+    yield "commit", p.COMMIT, {}, replies.committed(10, 512, 4096, True, "5_e-é_d.changelog", 1700000005000,
+                                                    metrics), \
         {"numKeys": 10, "fileBytes": 512, "memoryUsedBytes": 4096, "snapshotWanted": True,
-         "changelogName": "5_e-é_d.changelog", "metrics": dict(metrics)}
-    yield "commit-no-metrics", p.COMMIT, {}, replies.committed(0, 0, 0, False, "", []), \
+         "changelogName": "5_e-é_d.changelog", "storedFrom": 1700000005000, "metrics": dict(metrics)}
+    yield "commit-no-metrics", p.COMMIT, {}, replies.committed(0, 0, 0, False, "", MIN_TS, []), \
         {"numKeys": 0, "fileBytes": 0, "memoryUsedBytes": 0, "snapshotWanted": False, "changelogName": "",
-         "metrics": {}}
+         "storedFrom": MIN_TS, "metrics": {}}
     ssts = [("000009-3fa2b4c5d6e7f801.sst", "/l/snap-5/000009.sst", 1234), ("000010-00ff00ff00ff00ff.sst", "/l/é.sst", 0)]
     yield "snapshot", p.SNAPSHOT, {}, replies.snapshot(5, 10, "/l/snap-5/5.manifest", "5_e-é.manifest", ssts), \
         {"version": 5, "numKeys": 10, "manifestPath": "/l/snap-5/5.manifest", "manifestName": "5_e-é.manifest",

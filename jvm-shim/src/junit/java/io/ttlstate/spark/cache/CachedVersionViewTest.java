@@ -63,7 +63,7 @@ class CachedVersionViewTest {
         assertEquals(6000, view.lookup(b("unstamped"), 1, 5000).expiresAt);
         // the slab's expiry follows the stamps: a commit at a clock past every value frees it
         long held = view.bytes();
-        view.committed(1, 2, Map.of(), REMOVED, 6000, 6000);
+        view.committed(1, 2, Map.of(), REMOVED, 6000, 6000, Long.MIN_VALUE);
         assertTrue(view.bytes() < held, held + " -> " + view.bytes());
         assertNull(view.lookup(b("unstamped"), 2, 6000));
     }
@@ -88,7 +88,7 @@ class CachedVersionViewTest {
         Map<KeyBytes, byte[]> writes = new LinkedHashMap<>();
         writes.put(new KeyBytes(b("k")), b("v"));
         writes.put(new KeyBytes(b("gone")), REMOVED);
-        view.committed(3, 4, writes, REMOVED, 2000, 0);
+        view.committed(3, 4, writes, REMOVED, 2000, 0, Long.MIN_VALUE);
         CachedVersionView.Cached k = view.lookup(b("k"), 4, 0);
         assertArrayEquals(b("v"), k.value);
         assertEquals(2000, k.expiresAt);
@@ -103,7 +103,7 @@ class CachedVersionViewTest {
     @Test
     void aCommitFromAnotherVersionForgetsEverything() {
         view.reset(3, 0);
-        view.committed(7, 8, Map.of(new KeyBytes(b("k")), b("v")), REMOVED, TtlRule.NEVER, 0);
+        view.committed(7, 8, Map.of(new KeyBytes(b("k")), b("v")), REMOVED, TtlRule.NEVER, 0, Long.MIN_VALUE);
         assertNull(view.lookup(b("k"), 8, 0));
         assertNull(view.lookup(b("k"), 3, 0));
         assertFalse(view.isComplete());
@@ -116,7 +116,7 @@ class CachedVersionViewTest {
         assertNull(view.lookup(b("a"), 5, 0)); // filter unknown: ask the worker
         KeyFilter scanned = new KeyFilter(10);
         scanned.add(b("a"));
-        view.filterReady(5, scanned, false);
+        view.filterReady(5, scanned, false, Long.MIN_VALUE);
         assertFalse(view.wantsWarmUp(5));
         assertFalse(view.isComplete());
         assertNull(view.lookup(b("a"), 5, 0)); // may be there: ask
@@ -145,7 +145,7 @@ class CachedVersionViewTest {
         view.reset(6, 1);
         KeyFilter scanned = new KeyFilter(1);
         scanned.add(b("expired"));
-        view.filterReady(6, scanned, true);
+        view.filterReady(6, scanned, true, 1000); // it left out an entry expiring at 1000
         assertTrue(view.isComplete());
         assertSame(CachedVersionView.NO_LIVE_VALUE, view.lookup(b("expired"), 6, 1500)); // no live entry, one may be stored
         assertEquals(CachedVersionView.STORED_UNKNOWN, view.stored(new KeyBytes(b("expired")), 6, 1500, true));
@@ -170,7 +170,7 @@ class CachedVersionViewTest {
         for (int i = 0; i < 3000; i++) {
             writes.put(new KeyBytes(b("k" + i)), new byte[1000]);
         }
-        view.committed(1, 2, writes, REMOVED, TtlRule.NEVER, 0); // 3 MB into a 1 MiB budget
+        view.committed(1, 2, writes, REMOVED, TtlRule.NEVER, 0, Long.MIN_VALUE); // 3 MB into a 1 MiB budget
         assertTrue(view.bytes() <= BUDGET);
         assertFalse(view.isComplete());
         assertNull(view.entriesIfComplete(2, 10));
@@ -187,11 +187,11 @@ class CachedVersionViewTest {
                 v.reset(1, 0); // an empty version: complete
                 v.written(new KeyBytes(b("old")), b("v"), 1000, 1);
                 v.written(new KeyBytes(b("live")), b("v"), 5000, 1);
-                assertSame(CachedVersionView.EXPIRED, v.lookup(b("old"), 1, 2000)); // expired at 2000: forgotten
+                assertSame(CachedVersionView.EXPIRED, v.lookup(b("old"), 1, 2000)); // expired at 2000: may be stored
                 assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
-                v.advance(1, 2, 2000);
+                v.advance(1, 2, 2000, Long.MIN_VALUE);
                 v.written(new KeyBytes(b("soon")), b("v"), 2500, 2);
-                v.advance(2, 3, 6000); // every value expired: the slabs are freed
+                v.advance(2, 3, 6000, Long.MIN_VALUE); // every value expired: the slabs are freed
                 assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
                 if (!mayShow) { // it still holds every live entry: none
                     assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("live"), 3, 6000)); // stored, expired
@@ -203,6 +203,71 @@ class CachedVersionViewTest {
             } finally {
                 v.close();
             }
+        }
+    }
+    @Test
+    void aKeyWhoseValueExpiredBeforeEveryStoredEntryIsNotStored() {
+        CachedVersionView v = new CachedVersionView(BUDGET, true, false, false);
+        try {
+            v.reset(1, 0); // an empty version: complete
+            v.written(new KeyBytes(b("a")), b("v"), 1000, 1);
+            v.written(new KeyBytes(b("b")), b("v"), 3000, 1);
+            v.written(new KeyBytes(b("c")), b("v"), 5000, 1);
+            v.advance(1, 2, 500, Long.MIN_VALUE); // the worker told nothing
+            assertSame(CachedVersionView.EXPIRED, v.lookup(b("a"), 2, 1500)); // may be stored: for the worker
+            assertSame(CachedVersionView.EXPIRED, v.lookup(b("a"), 2, 1500)); // kept, so asked again
+            assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("a")), 2, 1500, true));
+            v.advance(2, 3, 1500, 3000); // no entry of version 3 expires before 3000
+            assertEquals(CachedVersionView.NOT_STORED, v.stored(new KeyBytes(b("a")), 3, 3500, true));
+            assertSame(CachedVersionView.GONE, v.lookup(b("a"), 3, 3500, true)); // a peek keeps it
+            assertSame(CachedVersionView.GONE, v.lookup(b("a"), 3, 3500)); // forgotten now
+            assertSame(CachedVersionView.EXPIRED, v.lookup(b("b"), 3, 3500)); // expired at 3000: may be stored
+            assertArrayEquals(b("v"), v.lookup(b("c"), 3, 3500).value);
+            assertTrue(v.isComplete());
+            // complete: every value it forgot expired before 3000, so a key only the filter holds is not stored
+            assertSame(CachedVersionView.GONE, v.lookup(b("a"), 3, 3500));
+            assertEquals(CachedVersionView.NOT_STORED, v.stored(new KeyBytes(b("a")), 3, 3500, true));
+            assertSame(CachedVersionView.ABSENT, v.lookup(b("never"), 3, 3500));
+            v.advance(3, 4, 6000, 5500); // c's slab expired at 6000 and is freed; 5000 < 5500: c is not stored
+            assertSame(CachedVersionView.GONE, v.lookup(b("c"), 4, 6000));
+            v.advance(4, 5, 6000, 4000); // a version that may store entries expiring at 4000 (<= 5000, forgotten)
+            assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("c"), 5, 6000));
+            assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("c")), 5, 6000, true));
+            v.reset(6, 3); // a load: nothing known until a commit tells
+            assertNull(v.lookup(b("a"), 6, 6000));
+        } finally {
+            v.close();
+        }
+    }
+
+    @Test
+    void aWarmUpsLeftOutEntriesCountAsForgotten() {
+        CachedVersionView v = new CachedVersionView(BUDGET, true, false, false);
+        try {
+            v.reset(1, 1);
+            KeyFilter scanned = new KeyFilter(1);
+            scanned.add(b("expired"));
+            v.filterReady(1, scanned, true, 2000);
+            v.advance(1, 2, 2500, 2000); // may store it (expiring at 2000)
+            assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("expired"), 2, 2500));
+            v.advance(2, 3, 2500, 2001);
+            assertSame(CachedVersionView.GONE, v.lookup(b("expired"), 3, 2500));
+        } finally {
+            v.close();
+        }
+    }
+
+    @Test
+    void noKeyIsGoneWhereExpiredValuesMayShow() {
+        CachedVersionView v = new CachedVersionView(BUDGET, true, false, true);
+        try {
+            v.reset(1, 0);
+            v.written(new KeyBytes(b("a")), b("v"), 1000, 1);
+            v.advance(1, 2, 500, 3000);
+            assertSame(CachedVersionView.EXPIRED, v.lookup(b("a"), 2, 1500));
+            assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("a")), 2, 1500, true));
+        } finally {
+            v.close();
         }
     }
 }

@@ -120,7 +120,7 @@ class ReplyVectorsTest {
                 Reply.Committed c = Reply.commit(r);
                 return fields("numKeys", c.numKeys, "fileBytes", c.fileBytes, "memoryUsedBytes",
                         c.memoryUsedBytes, "snapshotWanted", c.snapshotWanted, "changelogName", c.changelogName,
-                        "metrics", c.metrics);
+                        "storedFrom", c.storedFrom, "metrics", c.metrics);
             }
             case "SNAPSHOT": {
                 Reply.Snapshot s = Reply.snapshot(r);

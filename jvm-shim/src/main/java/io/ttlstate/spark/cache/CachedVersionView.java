@@ -31,6 +31,12 @@ public final class CachedVersionView {
      * may be stored: with TTL, an expired entry the worker has not cleaned up yet may be.
      */
     public static final Cached NO_LIVE_VALUE = new Cached(new byte[0], 0);
+    /**
+     * {@link #lookup}: the version stores no entry of the key: the view held its value, expired
+     * before every entry the version stores does ({@link #storedFrom}), or the view is complete
+     * and every expired value it forgot did (docs/decisions/113-stored-from.md).
+     */
+    public static final Cached GONE = new Cached(new byte[0], 0);
 
     private final CacheBudget budget;
     private final boolean useFilter;
@@ -60,6 +66,20 @@ public final class CachedVersionView {
      * keeps it complete (docs/decisions/111-pre-stamped-ttl-writes.md).
      */
     private final boolean expiredMayShow;
+    /**
+     * The earliest expiry time of the entries the version stores, as the worker reported at the
+     * commit that made it ({@code Long.MIN_VALUE}: not known, after a load). Only with
+     * {@code !expiredMayShow}: there the version's entries change only by the writes the view
+     * follows and by the worker's deletions of expired ones, so a key whose value expired
+     * before it is not stored.
+     */
+    private long storedFrom = Long.MIN_VALUE;
+    /**
+     * The latest expiry time of the expired values this view forgot, or its warm-up left out,
+     * since the last {@link #reset}: a complete view's keys in the filter that it holds no value
+     * of are stored with at most this expiry, if at all.
+     */
+    private long forgotExpiredThrough = Long.MIN_VALUE;
 
     /** The largest cache budget this JVM can hold ({@link CacheBudget#maxBudgetBytes}). */
     public static long maxBudgetBytes() {
@@ -125,15 +145,26 @@ public final class CachedVersionView {
                     values.touch(slot);
                     return new Cached(values.value(slot), expiresAt);
                 }
-                if (!peek) {
-                    values.remove(key, hash); // expired: the worker cleans it up
-                    complete &= !expiredMayShow; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
+                if (!expiredMayShow && expiresAt < storedFrom) {
+                    if (!peek) {
+                        values.remove(key, hash);
+                        forgotExpired(expiresAt);
+                    }
+                    return GONE;
                 }
+                if (!peek && expiredMayShow) {
+                    values.remove(key, hash); // expired: the worker cleans it up
+                    complete = false; // the worker may still show it (ReturnExpiredIfNotCleanedUp)
+                }
+                // otherwise kept until a version's storedFrom passes it: the worker may still store it
                 return EXPIRED;
             }
         }
         if (complete) {
-            return filter != null && filter.mightContainHash(h64) ? NO_LIVE_VALUE : ABSENT;
+            if (filter == null || !filter.mightContainHash(h64)) {
+                return ABSENT;
+            }
+            return !expiredMayShow && forgotExpiredThrough < storedFrom ? GONE : NO_LIVE_VALUE;
         }
         return filter != null && !filter.mightContainHash(h64) ? ABSENT : null;
     }
@@ -177,9 +208,11 @@ public final class CachedVersionView {
      * {@code Long.MAX_VALUE}. With TTL, where an expired entry the view does not hold may still
      * be stored and a stored expired entry may be cleaned up at any time: a held value live at
      * {@code now} gives its {@code expiresAt} (if below {@code Long.MAX_VALUE}: a saturated time
-     * does not tell when it was written), and "not stored" comes from the key filter alone, which
-     * holds every stored key (a TTL store's warm-up reads the expired ones too); a complete view
-     * holds only the live entries.
+     * does not tell when it was written), and "not stored" comes from the key filter, which
+     * holds every stored key (a TTL store's warm-up reads the expired ones too), or from
+     * {@link #storedFrom}: a held value that expired before it, or in a complete view (which
+     * holds only the live entries) a key it holds no value of while every expired value it
+     * forgot expired before it.
      */
     public synchronized long stored(KeyBytes key, long atVersion, long now, boolean ttl) {
         if (atVersion != version || closed) {
@@ -192,10 +225,14 @@ public final class CachedVersionView {
                     return Long.MAX_VALUE;
                 }
                 long expiresAt = values.expiresAt(slot);
-                return TtlRule.expired(expiresAt, now) || expiresAt == Long.MAX_VALUE ? STORED_UNKNOWN : expiresAt;
+                if (TtlRule.expired(expiresAt, now)) {
+                    return !expiredMayShow && expiresAt < storedFrom ? NOT_STORED : STORED_UNKNOWN;
+                }
+                return expiresAt == Long.MAX_VALUE ? STORED_UNKNOWN : expiresAt;
             }
         }
-        if ((complete && !ttl) || (filter != null && !filter.mightContainHash(key.hash64()))) {
+        if ((complete && (!ttl || (!expiredMayShow && forgotExpiredThrough < storedFrom)))
+                || (filter != null && !filter.mightContainHash(key.hash64()))) {
             return NOT_STORED;
         }
         return STORED_UNKNOWN;
@@ -265,15 +302,17 @@ public final class CachedVersionView {
     /**
      * The version moved from {@code fromVersion} to {@code newVersion} by a commit of
      * {@code writes} (key to value; {@code removed} marks a removed key) made at expiry time
-     * {@code expiresAt} at time {@code now}; any other starting point forgets everything.
+     * {@code expiresAt} at time {@code now}, its entries expiring at {@code storedFrom} or later
+     * ({@link #storedFrom}); any other starting point forgets everything.
      */
     public void committed(long fromVersion, long newVersion, Map<KeyBytes, byte[]> writes,
-                          byte[] removed, long expiresAt, long now) {
+                          byte[] removed, long expiresAt, long now, long storedFrom) {
         synchronized (this) {
             if (fromVersion != version || closed) {
                 reset(-1, -1);
                 return;
             }
+            this.storedFrom = storedFrom;
             for (Map.Entry<KeyBytes, byte[]> w : writes.entrySet()) {
                 byte[] key = w.getKey().bytes;
                 if (w.getValue() == removed) {
@@ -334,13 +373,14 @@ public final class CachedVersionView {
 
     /**
      * The transaction that wrote into the database committed {@code newVersion} at time
-     * {@code now}; see {@link #written}.
+     * {@code now}, its entries expiring at {@code storedFrom} or later; see {@link #written}.
      */
-    public synchronized void advance(long fromVersion, long newVersion, long now) {
+    public synchronized void advance(long fromVersion, long newVersion, long now, long storedFrom) {
         if (fromVersion != version || closed) {
             reset(-1, -1);
         } else {
             version = newVersion;
+            this.storedFrom = storedFrom;
             tidyAfterCommit(now);
         }
     }
@@ -353,11 +393,14 @@ public final class CachedVersionView {
      */
     private void tidyAfterCommit(long now) {
         while (values.slabCount() > 0 && TtlRule.expired(values.oldestSlabExpiry(), now)) {
+            long expiry = values.oldestSlabExpiry();
             if (values.dropOldest(false) > 0) {
+                forgotExpired(expiry);
                 complete &= !expiredMayShow; // the worker may still show them (ReturnExpiredIfNotCleanedUp)
             }
         }
         if (values.compactIfMostlyDead(now) > 0) {
+            forgotExpired(now); // each expired at now
             complete &= !expiredMayShow; // expired values it forgot: the worker may still show them
         }
         settle();
@@ -371,6 +414,8 @@ public final class CachedVersionView {
     public synchronized void reset(long newVersion, long numKeys) {
         clearValues();
         version = newVersion;
+        storedFrom = Long.MIN_VALUE;
+        forgotExpiredThrough = Long.MIN_VALUE;
         filter = useFilter && newVersion >= 0 && numKeys == 0 ? new KeyFilter(0) : null;
         complete = budget.maxBytes > 0 && newVersion >= 0 && numKeys == 0 && !closed;
         evictedSinceReset = false;
@@ -396,13 +441,21 @@ public final class CachedVersionView {
     /**
      * A filter of every key of {@code version} (from a scan that also warmed the cache);
      * {@code rememberedAll}: the scan put every entry it read into the cache, so unless one was
-     * evicted meanwhile the view is complete.
+     * evicted meanwhile the view is complete; {@code leftOutExpiredThrough}: the latest expiry
+     * time of the expired entries it read and left out ({@code Long.MIN_VALUE}: none).
      */
-    public synchronized void filterReady(long atVersion, KeyFilter scanned, boolean rememberedAll) {
+    public synchronized void filterReady(long atVersion, KeyFilter scanned, boolean rememberedAll,
+                                         long leftOutExpiredThrough) {
         if (atVersion == version && !closed) {
             filter = scanned;
+            forgotExpired(leftOutExpiredThrough);
             complete = rememberedAll && budget.maxBytes > 0 && !evictedSinceReset;
         }
+    }
+
+    /** Notes an expired value forgotten (or left out) with expiry time {@code expiresAt}. */
+    private void forgotExpired(long expiresAt) {
+        forgotExpiredThrough = Math.max(forgotExpiredThrough, expiresAt);
     }
 
     /** Whether a scan may still add values without evicting any (warm-up stops there). */

@@ -4,7 +4,7 @@ package io.ttlstate.spark.protocol;
 public final class Op {
     private Op() {}
 
-    public static final int PROTOCOL_VERSION = 10;
+    public static final int PROTOCOL_VERSION = 11;
     /** Largest frame body either side accepts. */
     public static final int MAX_FRAME = 64 * 1024 * 1024;
 

@@ -121,15 +121,18 @@ public final class Reply {
         public final boolean snapshotWanted;
         /** The changelog's name in the checkpoint, the worker's ("" without changelog). */
         public final String changelogName;
+        /** The earliest expiry time of the new version's stored entries ({@code Long.MIN_VALUE}: not known). */
+        public final long storedFrom;
         public final Map<String, Long> metrics;
 
         private Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted,
-                          String changelogName, Map<String, Long> metrics) {
+                          String changelogName, long storedFrom, Map<String, Long> metrics) {
             this.numKeys = numKeys;
             this.fileBytes = fileBytes;
             this.memoryUsedBytes = memoryUsedBytes;
             this.snapshotWanted = snapshotWanted;
             this.changelogName = changelogName;
+            this.storedFrom = storedFrom;
             this.metrics = metrics;
         }
     }
@@ -287,7 +290,7 @@ public final class Reply {
     }
 
     public static Committed commit(FrameReader r) throws ProtocolException {
-        Committed c = new Committed(r.i64(), r.i64(), r.i64(), r.bool(), r.str(), metrics(r));
+        Committed c = new Committed(r.i64(), r.i64(), r.i64(), r.bool(), r.str(), r.i64(), metrics(r));
         r.end();
         return c;
     }

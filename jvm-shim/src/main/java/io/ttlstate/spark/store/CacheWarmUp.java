@@ -43,17 +43,19 @@ final class CacheWarmUp {
             FrameReader r = opened;
             long read = 0;
             boolean rememberedAll = true;
+            long leftOutThrough = Long.MIN_VALUE;
             while (true) {
                 Chunk c = readChunk(r, filter, view, version, hideExpiredAt);
                 read += c.entries;
                 rememberedAll &= c.rememberedAll;
+                leftOutThrough = Math.max(leftOutThrough, c.leftOutThrough);
                 if (c.last) {
                     break;
                 }
                 metrics.roundTrip();
                 r = conn.call(Requests.iterNext(iter, CHUNK_ENTRIES));
             }
-            view.filterReady(version, filter, rememberedAll);
+            view.filterReady(version, filter, rememberedAll, leftOutThrough);
             return read;
         } finally {
             txn.abort();
@@ -64,11 +66,14 @@ final class CacheWarmUp {
         final boolean last;
         final int entries;
         final boolean rememberedAll;
+        /** The latest expiry time of the expired entries left out ({@code Long.MIN_VALUE}: none). */
+        final long leftOutThrough;
 
-        Chunk(boolean last, int entries, boolean rememberedAll) {
+        Chunk(boolean last, int entries, boolean rememberedAll, long leftOutThrough) {
             this.last = last;
             this.entries = entries;
             this.rememberedAll = rememberedAll;
+            this.leftOutThrough = leftOutThrough;
         }
     }
 
@@ -77,12 +82,14 @@ final class CacheWarmUp {
         Reply.Chunk c = Replies.decode(() -> Reply.chunk(r, true));
         int n = c.keys.length;
         boolean rememberedAll = true;
+        long leftOutThrough = Long.MIN_VALUE;
         for (int i = 0; i < n; i++) {
             byte[] key = c.keys[i];
             byte[] value = c.values[i];
             long expiresAt = c.expiresAt[i];
             filter.add(key);
             if (TtlRule.expired(expiresAt, hideExpiredAt)) {
+                leftOutThrough = Math.max(leftOutThrough, expiresAt);
                 continue; // stored, not visible: the view holds the visible entries
             }
             if (view.hasRoomFor(key.length + value.length + view.entryOverhead())) {
@@ -91,6 +98,6 @@ final class CacheWarmUp {
                 rememberedAll = false;
             }
         }
-        return new Chunk(c.last, n, rememberedAll);
+        return new Chunk(c.last, n, rememberedAll, leftOutThrough);
     }
 }

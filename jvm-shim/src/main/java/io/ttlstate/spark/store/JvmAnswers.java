@@ -85,7 +85,8 @@ final class JvmAnswers {
      * docs/decisions/102-ttl-batch-clock-fast-paths.md) only a live entry's, as
      * the worker deletes expired ones on its own (cleanup on read, incremental cleanup,
      * compaction filter) but never a live one, and "not stored" only from the key filter,
-     * which holds every stored key; the worker takes the old entry's timestamp for its
+     * which holds every stored key, or from the earliest expiry the version stores
+     * (docs/decisions/113-stored-from.md); the worker takes the old entry's timestamp for its
      * histogram from {@code expiresAt}. A transaction writing into the database changes the
      * view as it writes (sent or not: the worker applies a key's records in order), so the
      * view answers for any write; for one with an overlay the view is the committed version,
@@ -155,6 +156,15 @@ final class JvmAnswers {
             txn.readExpired(key);
             if (hints()) {
                 answered(new KeyBytes(key), null, 0); // not stored once cleaned up
+            }
+            out[i] = null;
+            return true;
+        }
+        if (c == CachedVersionView.GONE) { // not stored (docs/decisions/113-stored-from.md): nothing to clean up
+            metrics.filterSkips.incrementAndGet();
+            txn.answeredHere();
+            if (hints()) {
+                answered(new KeyBytes(key), null, 0);
             }
             out[i] = null;
             return true;

@@ -343,13 +343,13 @@ public final class RemoteStore {
             loadedId = newId;
             RemoteTxn txn = store.txn();
             if (settings.viewUsable(txn.batchTimestampMs()) && txn.isDirect()) {
-                view.advance(store.version(), newVersion, txn.batchTimestampMs()); // it followed the writes
+                view.advance(store.version(), newVersion, txn.batchTimestampMs(), r.storedFrom); // it followed the writes
             } else if (settings.viewUsable(txn.batchTimestampMs())) {
                 if (txn.stampsUnstamped()) { // the stamps the worker made at BEGIN, in this version (docs/decisions/104-event-time-jvm-view.md)
                     view.stamped(store.version(), txn.batchTimestampMs(), settings.ttlMs);
                 }
                 view.committed(store.version(), newVersion, txn.written(), RemoteTxn.TOMBSTONE, txn.writeExpiry(),
-                        txn.batchTimestampMs());
+                        txn.batchTimestampMs(), r.storedFrom);
             } else {
                 view.reset(newVersion, -1); // the JVM does not know the clock the worker stamped the writes with
             }

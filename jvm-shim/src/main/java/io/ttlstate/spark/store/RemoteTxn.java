@@ -457,13 +457,17 @@ final class RemoteTxn {
         final boolean snapshotWanted;
         /** The changelog's name in the checkpoint, as the worker names it ("" without changelog). */
         final String changelogName;
+        /** The earliest expiry time of the new version's stored entries (docs/decisions/113-stored-from.md). */
+        final long storedFrom;
 
-        Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted, String changelogName) {
+        Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted, String changelogName,
+                  long storedFrom) {
             this.numKeys = numKeys;
             this.fileBytes = fileBytes;
             this.memoryUsedBytes = memoryUsedBytes;
             this.snapshotWanted = snapshotWanted;
             this.changelogName = changelogName;
+            this.storedFrom = storedFrom;
         }
     }
 
@@ -483,7 +487,7 @@ final class RemoteTxn {
         }
         Reply.Committed c = Replies.decode(() -> Reply.commit(r));
         metrics.workerMetrics(c.metrics);
-        return new Committed(c.numKeys, c.fileBytes, c.memoryUsedBytes, c.snapshotWanted, c.changelogName);
+        return new Committed(c.numKeys, c.fileBytes, c.memoryUsedBytes, c.snapshotWanted, c.changelogName, c.storedFrom);
     }
 
     /** Write records this transaction made (puts and removes). */
