@@ -260,6 +260,18 @@ def expired_after(db: Rdict, after: bytes, budget: int, bound: int) -> tuple[dic
     return gone, checked, last if checked else None
 
 
+_PUT_SLICE = 8192  # entries per WriteBatch of `put_all`
+
+
+def put_all(db: Rdict, entries: list[tuple[bytes, bytes]]) -> None:
+    """Write `entries` (key, value) into `db` in WriteBatches of `_PUT_SLICE` entries."""
+    for start in range(0, len(entries), _PUT_SLICE):
+        batch = WriteBatch(raw_mode=True)
+        for key, value in entries[start:start + _PUT_SLICE]:
+            batch.put(key, value)
+        db.write(batch)
+
+
 def delete_keys(db: Rdict, keys) -> None:
     """Delete `keys` from `db` in one WriteBatch."""
     batch = WriteBatch(raw_mode=True)

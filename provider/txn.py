@@ -14,7 +14,7 @@ import heapq
 from typing import Iterator
 
 from . import statefile
-from .engine import db_items, delete_keys, multi_get, write_keyed_records, write_prestamped_records
+from .engine import db_items, delete_keys, multi_get, put_all, write_keyed_records, write_prestamped_records
 from .errors import ProtocolError, TtlstateError
 from .protocol import (RECORD_ACCESS, RECORD_PUT, RECORD_PUT_OVER, RECORD_PUT_OVER_LIVE, RECORD_REMOVE,
                        RECORD_REMOVE_LIVE, RECORD_REMOVE_PRESENT)
@@ -344,10 +344,21 @@ class Txn:
         now = self.now()
         if self.read_only or not event_time.needs_stamping(now, self.store.hist.counts.get(event_time.UNSTAMPED, 0)):
             return 0
-        found = [(key, stored) for key, stored in db_items(self.store.db, b"", set())
-                 if codec.timestamp(stored) == event_time.UNSTAMPED]
-        for key, stored in found:
-            self._put_stored(key, codec.encode(now, stored[codec.TS_BYTES:]))
+        unstamped = codec.encode(event_time.UNSTAMPED, b"")  # the stored entry's first 8 bytes
+        stamp = codec.encode(now, b"")
+        found = [(key, stamp + stored[codec.TS_BYTES:]) for key, stored in db_items(self.store.db, b"", set())
+                 if stored.startswith(unstamped)]
+        if not self.direct:
+            for key, stored in found:
+                self._put_stored(key, stored)
+            return len(found)
+        # straight into the database: the keys stay, each entry's timestamp moves from UNSTAMPED to now
+        put_all(self.store.db, found)
+        self.hist_delta.add(event_time.UNSTAMPED, -len(found))
+        self.hist_delta.add(now, len(found))
+        if self.changelog is not None:
+            for key, stored in found:
+                self.changelog.add(key, stored)
         return len(found)
 
     def _put_stored(self, key: bytes, stored: bytes):
