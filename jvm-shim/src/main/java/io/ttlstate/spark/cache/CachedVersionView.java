@@ -145,7 +145,7 @@ public final class CachedVersionView {
                     values.touch(slot);
                     return new Cached(values.value(slot), expiresAt);
                 }
-                if (!expiredMayShow && expiresAt < storedFrom) {
+                if (notStoredOnceExpired(expiresAt)) {
                     if (!peek) {
                         values.remove(key, hash);
                         forgotExpired(expiresAt);
@@ -164,7 +164,7 @@ public final class CachedVersionView {
             if (filter == null || !filter.mightContainHash(h64)) {
                 return ABSENT;
             }
-            return !expiredMayShow && forgotExpiredThrough < storedFrom ? GONE : NO_LIVE_VALUE;
+            return notStoredOnceExpired(forgotExpiredThrough) ? GONE : NO_LIVE_VALUE;
         }
         return filter != null && !filter.mightContainHash(h64) ? ABSENT : null;
     }
@@ -226,12 +226,12 @@ public final class CachedVersionView {
                 }
                 long expiresAt = values.expiresAt(slot);
                 if (TtlRule.expired(expiresAt, now)) {
-                    return !expiredMayShow && expiresAt < storedFrom ? NOT_STORED : STORED_UNKNOWN;
+                    return notStoredOnceExpired(expiresAt) ? NOT_STORED : STORED_UNKNOWN;
                 }
                 return expiresAt == Long.MAX_VALUE ? STORED_UNKNOWN : expiresAt;
             }
         }
-        if ((complete && (!ttl || (!expiredMayShow && forgotExpiredThrough < storedFrom)))
+        if ((complete && (!ttl || notStoredOnceExpired(forgotExpiredThrough)))
                 || (filter != null && !filter.mightContainHash(key.hash64()))) {
             return NOT_STORED;
         }
@@ -392,8 +392,8 @@ public final class CachedVersionView {
      * compacts slabs that hold more dead bytes than live ones ({@link SlabCache#compactIfMostlyDead}).
      */
     private void tidyAfterCommit(long now) {
-        while (values.slabCount() > 0 && TtlRule.expired(values.oldestSlabExpiry(), now)) {
-            long expiry = values.oldestSlabExpiry();
+        long expiry;
+        while (values.slabCount() > 0 && TtlRule.expired(expiry = values.oldestSlabExpiry(), now)) {
             if (values.dropOldest(false) > 0) {
                 forgotExpired(expiry);
                 complete &= !expiredMayShow; // the worker may still show them (ReturnExpiredIfNotCleanedUp)
@@ -451,6 +451,15 @@ public final class CachedVersionView {
             forgotExpired(leftOutExpiredThrough);
             complete = rememberedAll && budget.maxBytes > 0 && !evictedSinceReset;
         }
+    }
+
+    /**
+     * Whether a key whose entry expired at {@code expiresAt} (or, for a key only the filter
+     * holds in a complete view, at {@link #forgotExpiredThrough} at the latest) is no longer
+     * stored: it expired before every entry the version stores ({@link #storedFrom}).
+     */
+    private boolean notStoredOnceExpired(long expiresAt) {
+        return !expiredMayShow && expiresAt < storedFrom;
     }
 
     /** Notes an expired value forgotten (or left out) with expiry time {@code expiresAt}. */

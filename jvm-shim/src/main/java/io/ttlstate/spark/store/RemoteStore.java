@@ -19,6 +19,7 @@ import io.ttlstate.spark.checkpoint.ChangelogChunk;
 import io.ttlstate.spark.checkpoint.StoreCheckpoint;
 import io.ttlstate.spark.checkpoint.TransferPool;
 import io.ttlstate.spark.metrics.StoreMetrics;
+import io.ttlstate.spark.protocol.Reply;
 import io.ttlstate.spark.protocol.Requests;
 import io.ttlstate.spark.service.LocalFiles;
 import io.ttlstate.spark.service.PythonService;
@@ -321,14 +322,14 @@ public final class RemoteStore {
      * the format v2 files this commit started writing are deleted; a format v1 file stays, as
      * its path is every attempt's (a re-run overwrites it; see CheckpointWriter.ownPath).
      */
-    synchronized RemoteTxn.Committed commit(WriteStore store, String newId, boolean forceSnapshot)
+    synchronized Reply.Committed commit(WriteStore store, String newId, boolean forceSnapshot)
             throws IOException {
         long newVersion = store.version() + 1;
         java.nio.file.Path changelog = settings.snapshotMode ? null : tmpFile(newVersion + ".changelog");
         List<org.apache.hadoop.fs.Path> written = new ArrayList<>();
         boolean durable = false;
         try {
-            RemoteTxn.Committed r = store.txn().commit(newVersion, changelog == null ? "" : changelog.toString(), newId,
+            Reply.Committed r = store.txn().commit(newVersion, changelog == null ? "" : changelog.toString(), newId,
                     store.baseId());
             loadedVersion = -1; // until the version is durable
             loadedId = null;

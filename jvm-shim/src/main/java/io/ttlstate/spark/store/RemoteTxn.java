@@ -449,33 +449,12 @@ final class RemoteTxn {
         return new long[] {s.numKeys, s.memoryUsedBytes};
     }
 
-    /** What a COMMIT reply says besides the metrics (which go to the store's metrics). */
-    static final class Committed {
-        final long numKeys;
-        final long fileBytes;
-        final long memoryUsedBytes;
-        final boolean snapshotWanted;
-        /** The changelog's name in the checkpoint, as the worker names it ("" without changelog). */
-        final String changelogName;
-        /** The earliest expiry time of the new version's stored entries (docs/decisions/113-stored-from.md). */
-        final long storedFrom;
-
-        Committed(long numKeys, long fileBytes, long memoryUsedBytes, boolean snapshotWanted, String changelogName,
-                  long storedFrom) {
-            this.numKeys = numKeys;
-            this.fileBytes = fileBytes;
-            this.memoryUsedBytes = memoryUsedBytes;
-            this.snapshotWanted = snapshotWanted;
-            this.changelogName = changelogName;
-            this.storedFrom = storedFrom;
-        }
-    }
-
     /**
      * COMMIT as {@code newVersion} (format v2: checkpoint id {@code id} on {@code baseId}),
-     * writing the changelog to {@code changelogPath} (empty: no changelog).
+     * writing the changelog to {@code changelogPath} (empty: no changelog); the reply's metrics
+     * go to the store's metrics.
      */
-    Committed commit(long newVersion, String changelogPath, String id, String baseId) {
+    Reply.Committed commit(long newVersion, String changelogPath, String id, String baseId) {
         ahead.drop();
         flush();
         FrameReader r;
@@ -487,7 +466,7 @@ final class RemoteTxn {
         }
         Reply.Committed c = Replies.decode(() -> Reply.commit(r));
         metrics.workerMetrics(c.metrics);
-        return new Committed(c.numKeys, c.fileBytes, c.memoryUsedBytes, c.snapshotWanted, c.changelogName, c.storedFrom);
+        return c;
     }
 
     /** Write records this transaction made (puts and removes). */

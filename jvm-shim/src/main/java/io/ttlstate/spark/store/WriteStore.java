@@ -6,6 +6,7 @@ import io.ttlstate.spark.compat.ScalaColls;
 import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.metrics.LatencyTracker;
 import io.ttlstate.spark.metrics.StoreMetrics;
+import io.ttlstate.spark.protocol.Reply;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.errors.QueryExecutionErrors;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
@@ -84,7 +85,7 @@ final class WriteStore extends AbstractStore implements StateStore {
         long newVersion;
         String newId = checkpointIds ? UUID.randomUUID().toString() : null;
         try {
-            RemoteTxn.Committed r = remote.commit(this, newId, forceSnapshotOnCommit);
+            Reply.Committed r = remote.commit(this, newId, forceSnapshotOnCommit);
             committedNumKeys = r.numKeys;
             committedMemoryBytes = r.memoryUsedBytes;
             newVersion = version + 1;
