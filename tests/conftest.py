@@ -175,8 +175,12 @@ def testfs_jar():
 # Flags of every JVM the tests start (through JDK_JAVA_OPTIONS): a test JVM lives seconds to
 # minutes, and on 2 cores much of its CPU went to the C2 compiler and G1's threads. C1 alone and
 # the serial collector took test_e2e_restart.py from 158 to 97 CPU-seconds (docs/TESTING.md).
+# C1 alone shrinks the code cache's default from 240 to 48 MB, and an xdist worker's driver, which
+# runs hundreds of queries' generated classes, filled it: "Out of space in CodeCache for adapters"
+# failed a query in CI (stop 62). The reservation is address space; the JVM commits what it uses.
 # TTLSTATE_TEST_JVM_FLAGS replaces them (empty: the JVM's defaults, as production runs).
-TEST_JVM_FLAGS = os.environ.get("TTLSTATE_TEST_JVM_FLAGS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+TEST_JVM_FLAGS = os.environ.get("TTLSTATE_TEST_JVM_FLAGS",
+                                "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m")
 
 
 def pytest_configure(config):
