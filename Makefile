@@ -3,7 +3,7 @@
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JAR := provider/jars/ttlstate-shim.jar
-JAVA_SOURCES := $(shell find jvm-shim/src/main -name '*.java' 2>/dev/null) build.gradle $(shell find jvm-shim/src/main -name "*.scala") \
+JAVA_SOURCES := $(shell find jvm-shim/src/main jvm-shim/src/spark4 -name '*.java' 2>/dev/null) build.gradle $(shell find jvm-shim/src/main -name "*.scala") \
 	$(shell find jvm-shim/src/main/resources -type f 2>/dev/null)
 # The test suite's FileSystem (faulty: scheme), used only by tests (tests/conftest.py).
 TESTFS_JAR := jvm-shim/build/libs/ttlstate-testfs.jar

@@ -37,7 +37,9 @@ from setuptools.command.sdist import sdist as _sdist
 SPARK_BUILD_REQ = "pyspark>=4.3.0,<4.4"
 JAR_NAME = "ttlstate-shim.jar"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-JAVA_SRC = ROOT / "jvm-shim" / "src" / "main" / "java"
+# The shim's Java sources: the common tree, and the overlay of classes that name types only Spark
+# 4.x has (docs/decisions/108-spark-35-plan.md, section 2).
+JAVA_SRCS = (ROOT / "jvm-shim" / "src" / "main" / "java", ROOT / "jvm-shim" / "src" / "spark4" / "java")
 SCALA_SRC = ROOT / "jvm-shim" / "src" / "main" / "scala"
 TREE_JAR = ROOT / "provider" / "jars" / JAR_NAME
 JDK_HINT = ("a JDK 17 or newer (javac and java on PATH or in $JAVA_HOME/bin; on Debian/Ubuntu: "
@@ -143,10 +145,10 @@ def build_jar(out: pathlib.Path, jars_dir: pathlib.Path | None = None) -> pathli
         ("scala-compiler-", "scala-library-", "scala-reflect-"))]
     if len(scala_tools) < 3:
         raise BuildError(f"{jars_dir} lacks the Scala compiler jars (scala-compiler, -library, -reflect)")
-    java_files = sorted(str(p) for p in JAVA_SRC.rglob("*.java"))
+    java_files = sorted(str(p) for src in JAVA_SRCS for p in src.rglob("*.java"))
     scala_files = sorted(str(p) for p in SCALA_SRC.rglob("*.scala"))
     if not java_files:
-        raise BuildError(f"No Java sources under {JAVA_SRC}")
+        raise BuildError(f"No Java sources under {JAVA_SRCS[0]}")
     with tempfile.TemporaryDirectory(prefix="ttlstate-jar-") as tmp:
         classes = pathlib.Path(tmp) / "classes"
         classes.mkdir()
@@ -160,7 +162,7 @@ def build_jar(out: pathlib.Path, jars_dir: pathlib.Path | None = None) -> pathli
         argfile.write_text("\n".join(
             ["--release", "17", "-encoding", "UTF-8", "-nowarn", "-d", str(classes),
              "-cp", os.pathsep.join(spark_cp + [str(classes)])] + java_files))
-        _run([javac, f"@{argfile}"], "javac (jvm-shim/src/main/java)")
+        _run([javac, f"@{argfile}"], "javac (jvm-shim/src/main/java, jvm-shim/src/spark4/java)")
         out.parent.mkdir(parents=True, exist_ok=True)
         part = out.with_name(out.name + ".part")
         with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:

@@ -28,7 +28,7 @@ from conftest import shim_jar  # noqa: E402
 
 S = "org/apache/spark/sql/execution/streaming/state/"
 SINCE_41 = {  # reached only when SparkCompat.atLeast(4, 1)
-    f"io/ttlstate/spark/compat/SparkCompat$Since41: missing method {S}StateStoreErrors.stateStoreCheckpointIdsNotSupported(Ljava/lang/String;)L{S}StateStoreCheckpointIdsNotSupported;",
+    f"io/ttlstate/spark/compat/LineApi$Since41: missing method {S}StateStoreErrors.stateStoreCheckpointIdsNotSupported(Ljava/lang/String;)L{S}StateStoreCheckpointIdsNotSupported;",
     f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStore.reportCommitToCoordinator(JL{S}StateStoreId;Lorg/apache/hadoop/conf/Configuration;)V",
     f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStoreConf.commitValidationEnabled()Z",
     f"io/ttlstate/spark/store/StoreMaintenance: missing method {S}StateStoreConf.reportSnapshotUploadLag()Z",

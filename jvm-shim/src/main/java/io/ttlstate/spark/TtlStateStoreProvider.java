@@ -2,8 +2,10 @@ package io.ttlstate.spark;
 
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
+import io.ttlstate.spark.compat.LineApi;
 import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.metrics.StoreMetrics;
+import io.ttlstate.spark.store.ChangeDataReader;
 import io.ttlstate.spark.store.ReadStore;
 import io.ttlstate.spark.store.RemoteStore;
 import io.ttlstate.spark.store.SparkErrors;
@@ -122,7 +124,7 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
         }
         RemoteStore r = remote;
         if (uniqueId.isDefined() && (r == null || !r.checkpointIds())) {
-            throw SparkErrors.sneaky(SparkCompat.checkpointIdsNotSupported(PROVIDER_NAME
+            throw SparkErrors.sneaky(LineApi.checkpointIdsNotSupported(PROVIDER_NAME
                     + " runs with checkpointFormatVersion 1 but a state store checkpointID is passed in"));
         }
         return version == 0 || uniqueId.isEmpty() ? null : uniqueId.get();
@@ -240,7 +242,7 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
                     startVersion < 1 ? startVersion : endVersion));
         }
         String id = endCkptId == null || endCkptId.isEmpty() ? null : endCkptId.get();
-        return remote().changeDataReader(startVersion, endVersion, id);
+        return new ChangeDataReader(remote(), startVersion, endVersion, id);
     }
 
     /** Spark 4.0's getStateStoreChangeDataReader (4.1 added the end checkpoint id). */

@@ -5,12 +5,10 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.MethodType;
 
 import org.apache.spark.SparkConf;
-import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
-import org.apache.spark.sql.execution.streaming.state.StateStoreErrors;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
 
@@ -206,21 +204,6 @@ public final class SparkCompat {
             return (String) LOCAL_DIR.invoke(conf);
         } catch (Throwable t) {
             throw rethrow(t);
-        }
-    }
-
-    /** Spark's error for a checkpoint id passed to a store running checkpoint format v1 (4.1+; a plain error on 4.0). */
-    public static RuntimeException checkpointIdsNotSupported(String message) {
-        return atLeast(4, 1) ? Since41.checkpointIdsNotSupported(message) : new IllegalStateException(message);
-    }
-
-    /**
-     * Calls whose classes only 4.1+ has. In a class of their own: verifying a method that returns
-     * one of them as a RuntimeException loads the class, so on 4.0 SparkCompat itself would fail.
-     */
-    private static final class Since41 {
-        static RuntimeException checkpointIdsNotSupported(String message) {
-            return StateStoreErrors.stateStoreCheckpointIdsNotSupported(message);
         }
     }
 

@@ -14,7 +14,6 @@ import io.ttlstate.spark.compat.SparkCompat;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSumMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomTimingMetric;
-import org.apache.spark.sql.execution.streaming.state.StateStoreInstanceMetric;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -227,10 +226,6 @@ public final class StoreMetrics {
             m = m.updated(LATENCY.get(i).forStore(), (Object) latency[i]);
         }
         return m;
-    }
-
-    public static scala.collection.immutable.Map<StateStoreInstanceMetric, Object> noInstanceMetrics() {
-        return scala.collection.immutable.Map$.MODULE$.empty();
     }
 
     public static scala.collection.immutable.Seq<StateStoreCustomMetric> supported() {

@@ -172,18 +172,28 @@ public final class RemoteStore {
     }
 
     /**
-     * Spark's change feed of versions {@code from} to {@code (to, toId)}: the records of their
-     * changelogs, read by the worker (READ_CHANGELOG) from the copies in the local cache.
+     * The changelogs of versions {@code from} to {@code (to, toId)} in the local cache, in
+     * order: what Spark's change feed reads (READ_CHANGELOG, {@link #readChangelog}).
      */
-    public ChangeDataReader changeDataReader(long from, long to, String toId) {
-        List<StoreCheckpoint.LocalChangelog> changelogs;
-        synchronized (this) {
-            StoreMetrics metrics = new StoreMetrics();
-            ensureOpen(metrics);
-            changelogs = loads.changelogs(conn, from, to, toId, metrics);
-        }
-        return new ChangeDataReader(this, changelogs, new KeyCodec(keySchema, numPrefixCols), valueSchema.length(),
-                settings.iteratorChunkEntries);
+    public synchronized List<StoreCheckpoint.LocalChangelog> changelogs(long from, long to, String toId) {
+        StoreMetrics metrics = new StoreMetrics();
+        ensureOpen(metrics);
+        return loads.changelogs(conn, from, to, toId, metrics);
+    }
+
+    /** A codec of this store's keys. */
+    KeyCodec keyCodec() {
+        return new KeyCodec(keySchema, numPrefixCols);
+    }
+
+    /** Fields of this store's values. */
+    int numValueFields() {
+        return valueSchema.length();
+    }
+
+    /** Entries or records one chunk of a scan or changelog read asks the worker for. */
+    synchronized int chunkEntries() {
+        return settings.iteratorChunkEntries;
     }
 
     /** READ_CHANGELOG on this store's connection. */

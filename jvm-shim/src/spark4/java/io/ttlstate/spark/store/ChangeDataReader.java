@@ -27,13 +27,13 @@ public final class ChangeDataReader extends NextIterator<Tuple4<Enumeration.Valu
     private ChangelogChunk chunk;
     private int pos;
 
-    ChangeDataReader(RemoteStore store, List<StoreCheckpoint.LocalChangelog> changelogs, KeyCodec codec,
-                     int numValueFields, int chunkRecords) {
+    /** The change feed of versions {@code from} to {@code (to, toId)} of {@code store}. */
+    public ChangeDataReader(RemoteStore store, long from, long to, String toId) {
         this.store = store;
-        this.changelogs = changelogs;
-        this.codec = codec;
-        this.numValueFields = numValueFields;
-        this.chunkRecords = Math.max(1, chunkRecords);
+        this.changelogs = store.changelogs(from, to, toId);
+        this.codec = store.keyCodec();
+        this.numValueFields = store.numValueFields();
+        this.chunkRecords = Math.max(1, store.chunkEntries());
     }
 
     @Override
