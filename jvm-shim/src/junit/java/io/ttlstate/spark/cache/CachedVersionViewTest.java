@@ -8,8 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 import org.junit.jupiter.api.AfterEach;
@@ -25,10 +27,19 @@ class CachedVersionViewTest {
     private static final long BUDGET = (1 << 20) + 7;
     private static final byte[] REMOVED = new byte[0];
     private final CachedVersionView view = new CachedVersionView(BUDGET, true);
+    private final List<CachedVersionView> opened = new ArrayList<>();
 
     @AfterEach
     void close() {
         view.close();
+        opened.forEach(CachedVersionView::close);
+    }
+
+    /** A view of a TTL store whose expired values may show ({@code mayShow}) or not; closed after the test. */
+    private CachedVersionView ttlView(boolean mayShow) {
+        CachedVersionView v = new CachedVersionView(BUDGET, true, false, mayShow);
+        opened.add(v);
+        return v;
     }
 
     private static byte[] b(String s) {
@@ -182,92 +193,77 @@ class CachedVersionViewTest {
     @Test
     void forgettingExpiredValuesKeepsAViewCompleteUnlessTheyMayStillShow() {
         for (boolean mayShow : new boolean[] {false, true}) {
-            CachedVersionView v = new CachedVersionView(BUDGET, true, false, mayShow);
-            try {
-                v.reset(1, 0); // an empty version: complete
-                v.written(new KeyBytes(b("old")), b("v"), 1000, 1);
-                v.written(new KeyBytes(b("live")), b("v"), 5000, 1);
-                assertSame(CachedVersionView.EXPIRED, v.lookup(b("old"), 1, 2000)); // expired at 2000: may be stored
-                assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
-                v.advance(1, 2, 2000, Long.MIN_VALUE);
-                v.written(new KeyBytes(b("soon")), b("v"), 2500, 2);
-                v.advance(2, 3, 6000, Long.MIN_VALUE); // every value expired: the slabs are freed
-                assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
-                if (!mayShow) { // it still holds every live entry: none
-                    assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("live"), 3, 6000)); // stored, expired
-                    assertSame(CachedVersionView.ABSENT, v.lookup(b("never"), 3, 6000));
-                    assertFalse(v.entriesIfComplete(3, 10, 6000).hasNext());
-                    // the key filter still tells that the expired entries may be stored
-                    assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("live")), 3, 6000, true));
-                }
-            } finally {
-                v.close();
+            CachedVersionView v = ttlView(mayShow);
+            v.reset(1, 0); // an empty version: complete
+            v.written(new KeyBytes(b("old")), b("v"), 1000, 1);
+            v.written(new KeyBytes(b("live")), b("v"), 5000, 1);
+            assertSame(CachedVersionView.EXPIRED, v.lookup(b("old"), 1, 2000)); // expired at 2000: may be stored
+            assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
+            v.advance(1, 2, 2000, Long.MIN_VALUE);
+            v.written(new KeyBytes(b("soon")), b("v"), 2500, 2);
+            v.advance(2, 3, 6000, Long.MIN_VALUE); // every value expired: the slabs are freed
+            assertEquals(!mayShow, v.isComplete(), "mayShow " + mayShow);
+            if (!mayShow) { // it still holds every live entry: none
+                assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("live"), 3, 6000)); // stored, expired
+                assertSame(CachedVersionView.ABSENT, v.lookup(b("never"), 3, 6000));
+                assertFalse(v.entriesIfComplete(3, 10, 6000).hasNext());
+                // the key filter still tells that the expired entries may be stored
+                assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("live")), 3, 6000, true));
             }
         }
     }
+
     @Test
     void aKeyWhoseValueExpiredBeforeEveryStoredEntryIsNotStored() {
-        CachedVersionView v = new CachedVersionView(BUDGET, true, false, false);
-        try {
-            v.reset(1, 0); // an empty version: complete
-            v.written(new KeyBytes(b("a")), b("v"), 1000, 1);
-            v.written(new KeyBytes(b("b")), b("v"), 3000, 1);
-            v.written(new KeyBytes(b("c")), b("v"), 5000, 1);
-            v.advance(1, 2, 500, Long.MIN_VALUE); // the worker told nothing
-            assertSame(CachedVersionView.EXPIRED, v.lookup(b("a"), 2, 1500)); // may be stored: for the worker
-            assertSame(CachedVersionView.EXPIRED, v.lookup(b("a"), 2, 1500)); // kept, so asked again
-            assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("a")), 2, 1500, true));
-            v.advance(2, 3, 1500, 3000); // no entry of version 3 expires before 3000
-            assertEquals(CachedVersionView.NOT_STORED, v.stored(new KeyBytes(b("a")), 3, 3500, true));
-            assertSame(CachedVersionView.GONE, v.lookup(b("a"), 3, 3500, true)); // a peek keeps it
-            assertSame(CachedVersionView.GONE, v.lookup(b("a"), 3, 3500)); // forgotten now
-            assertSame(CachedVersionView.EXPIRED, v.lookup(b("b"), 3, 3500)); // expired at 3000: may be stored
-            assertArrayEquals(b("v"), v.lookup(b("c"), 3, 3500).value);
-            assertTrue(v.isComplete());
-            // complete: every value it forgot expired before 3000, so a key only the filter holds is not stored
-            assertSame(CachedVersionView.GONE, v.lookup(b("a"), 3, 3500));
-            assertEquals(CachedVersionView.NOT_STORED, v.stored(new KeyBytes(b("a")), 3, 3500, true));
-            assertSame(CachedVersionView.ABSENT, v.lookup(b("never"), 3, 3500));
-            v.advance(3, 4, 6000, 5500); // c's slab expired at 6000 and is freed; 5000 < 5500: c is not stored
-            assertSame(CachedVersionView.GONE, v.lookup(b("c"), 4, 6000));
-            v.advance(4, 5, 6000, 4000); // a version that may store entries expiring at 4000 (<= 5000, forgotten)
-            assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("c"), 5, 6000));
-            assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("c")), 5, 6000, true));
-            v.reset(6, 3); // a load: nothing known until a commit tells
-            assertNull(v.lookup(b("a"), 6, 6000));
-        } finally {
-            v.close();
-        }
+        CachedVersionView v = ttlView(false);
+        v.reset(1, 0); // an empty version: complete
+        v.written(new KeyBytes(b("a")), b("v"), 1000, 1);
+        v.written(new KeyBytes(b("b")), b("v"), 3000, 1);
+        v.written(new KeyBytes(b("c")), b("v"), 5000, 1);
+        v.advance(1, 2, 500, Long.MIN_VALUE); // the worker told nothing
+        assertSame(CachedVersionView.EXPIRED, v.lookup(b("a"), 2, 1500)); // may be stored: for the worker
+        assertSame(CachedVersionView.EXPIRED, v.lookup(b("a"), 2, 1500)); // kept, so asked again
+        assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("a")), 2, 1500, true));
+        v.advance(2, 3, 1500, 3000); // no entry of version 3 expires before 3000
+        assertEquals(CachedVersionView.NOT_STORED, v.stored(new KeyBytes(b("a")), 3, 3500, true));
+        assertSame(CachedVersionView.GONE, v.lookup(b("a"), 3, 3500, true)); // a peek keeps it
+        assertSame(CachedVersionView.GONE, v.lookup(b("a"), 3, 3500)); // forgotten now
+        assertSame(CachedVersionView.EXPIRED, v.lookup(b("b"), 3, 3500)); // expired at 3000: may be stored
+        assertArrayEquals(b("v"), v.lookup(b("c"), 3, 3500).value);
+        assertTrue(v.isComplete());
+        // complete: every value it forgot expired before 3000, so a key only the filter holds is not stored
+        assertSame(CachedVersionView.GONE, v.lookup(b("a"), 3, 3500));
+        assertEquals(CachedVersionView.NOT_STORED, v.stored(new KeyBytes(b("a")), 3, 3500, true));
+        assertSame(CachedVersionView.ABSENT, v.lookup(b("never"), 3, 3500));
+        v.advance(3, 4, 6000, 5500); // c's slab expired at 6000 and is freed; 5000 < 5500: c is not stored
+        assertSame(CachedVersionView.GONE, v.lookup(b("c"), 4, 6000));
+        v.advance(4, 5, 6000, 4000); // a version that may store entries expiring at 4000 (<= 5000, forgotten)
+        assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("c"), 5, 6000));
+        assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("c")), 5, 6000, true));
+        v.reset(6, 3); // a load: nothing known until a commit tells
+        assertNull(v.lookup(b("a"), 6, 6000));
     }
 
     @Test
     void aWarmUpsLeftOutEntriesCountAsForgotten() {
-        CachedVersionView v = new CachedVersionView(BUDGET, true, false, false);
-        try {
-            v.reset(1, 1);
-            KeyFilter scanned = new KeyFilter(1);
-            scanned.add(b("expired"));
-            v.filterReady(1, scanned, true, 2000);
-            v.advance(1, 2, 2500, 2000); // may store it (expiring at 2000)
-            assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("expired"), 2, 2500));
-            v.advance(2, 3, 2500, 2001);
-            assertSame(CachedVersionView.GONE, v.lookup(b("expired"), 3, 2500));
-        } finally {
-            v.close();
-        }
+        CachedVersionView v = ttlView(false);
+        v.reset(1, 1);
+        KeyFilter scanned = new KeyFilter(1);
+        scanned.add(b("expired"));
+        v.filterReady(1, scanned, true, 2000);
+        v.advance(1, 2, 2500, 2000); // may store it (expiring at 2000)
+        assertSame(CachedVersionView.NO_LIVE_VALUE, v.lookup(b("expired"), 2, 2500));
+        v.advance(2, 3, 2500, 2001);
+        assertSame(CachedVersionView.GONE, v.lookup(b("expired"), 3, 2500));
     }
 
     @Test
     void noKeyIsGoneWhereExpiredValuesMayShow() {
-        CachedVersionView v = new CachedVersionView(BUDGET, true, false, true);
-        try {
-            v.reset(1, 0);
-            v.written(new KeyBytes(b("a")), b("v"), 1000, 1);
-            v.advance(1, 2, 500, 3000);
-            assertSame(CachedVersionView.EXPIRED, v.lookup(b("a"), 2, 1500));
-            assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("a")), 2, 1500, true));
-        } finally {
-            v.close();
-        }
+        CachedVersionView v = ttlView(true);
+        v.reset(1, 0);
+        v.written(new KeyBytes(b("a")), b("v"), 1000, 1);
+        v.advance(1, 2, 500, 3000);
+        assertSame(CachedVersionView.EXPIRED, v.lookup(b("a"), 2, 1500));
+        assertEquals(CachedVersionView.STORED_UNKNOWN, v.stored(new KeyBytes(b("a")), 2, 1500, true));
     }
 }
