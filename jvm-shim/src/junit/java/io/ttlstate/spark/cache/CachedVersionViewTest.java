@@ -59,6 +59,24 @@ class CachedVersionViewTest {
     }
 
     @Test
+    void noAnswerWithoutAValueCountsAsAValue() throws IllegalAccessException {
+        int answers = 0;
+        for (java.lang.reflect.Field f : CachedVersionView.class.getFields()) {
+            int m = f.getModifiers();
+            if (f.getType() == CachedVersionView.Cached.class && java.lang.reflect.Modifier.isStatic(m)
+                    && java.lang.reflect.Modifier.isFinal(m)) {
+                answers++;
+                assertFalse(CachedVersionView.isValue((CachedVersionView.Cached) f.get(null)), f.getName());
+            }
+        }
+        assertEquals(4, answers); // ABSENT, EXPIRED, NO_LIVE_VALUE, GONE
+        view.reset(1, 10);
+        view.remember(b("k"), b("v"), TtlRule.NEVER, 1);
+        assertTrue(CachedVersionView.isValue(view.lookup(b("k"), 1, 0)));
+        assertFalse(CachedVersionView.isValue(null));
+    }
+
+    @Test
     void eventTimeStampingGivesTheNeverExpiringValuesTheWatermarkOnce() {
         long ttl = 1000;
         view.reset(1, 10);

@@ -171,7 +171,7 @@ public final class CachedVersionView {
 
     /** Whether {@code c}, a {@link #lookup} answer, carries a value (not null nor one of the answers without). */
     public static boolean isValue(Cached c) {
-        return c != null && c != ABSENT && c != EXPIRED && c != NO_LIVE_VALUE;
+        return c != null && c != ABSENT && c != EXPIRED && c != NO_LIVE_VALUE && c != GONE;
     }
 
     /** What the view knows of whether a key is stored. */
