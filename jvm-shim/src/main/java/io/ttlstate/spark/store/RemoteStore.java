@@ -132,8 +132,8 @@ public final class RemoteStore {
         StoreMetrics metrics = new StoreMetrics();
         Prepared p = prepare(version, id, false, batchTimes(version), metrics, -1);
         LOG.debug("Opened write store of version {} for {}", version, this);
-        WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, new KeyCodec(keySchema, numPrefixCols),
-                metrics, valueSchema.length(), forceSnapshotOnCommit, checkpointIds);
+        WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, keyCodec(), metrics, numValueFields(),
+                forceSnapshotOnCommit, checkpointIds);
         synchronized (this) {
             users.writeOpened(store);
         }
@@ -147,8 +147,7 @@ public final class RemoteStore {
         synchronized (this) {
             users.readOpened(p.txn);
         }
-        return new ReadStore(this, version, p.txn, new KeyCodec(keySchema, numPrefixCols), metrics,
-                valueSchema.length());
+        return new ReadStore(this, version, p.txn, keyCodec(), metrics, numValueFields());
     }
 
     /**
@@ -159,11 +158,10 @@ public final class RemoteStore {
     public ReadStateStore replayStore(long snapshotVersion, long version, String id, boolean readOnly) {
         StoreMetrics metrics = new StoreMetrics();
         Prepared p = prepare(version, id, readOnly, batchTimes(version), metrics, snapshotVersion);
-        KeyCodec codec = new KeyCodec(keySchema, numPrefixCols);
         if (readOnly) {
-            return new ReadStore(this, version, p.txn, codec, metrics, valueSchema.length());
+            return new ReadStore(this, version, p.txn, keyCodec(), metrics, numValueFields());
         }
-        WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, codec, metrics, valueSchema.length(),
+        WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, keyCodec(), metrics, numValueFields(),
                 false, checkpointIds);
         synchronized (this) {
             users.writeOpened(store);
