@@ -57,6 +57,11 @@ def requirements(pyspark_version: str) -> list[str]:
     return [f"pyspark=={pyspark_version}", *deps, *project["optional-dependencies"]["test"]]
 
 
+def shown(path: pathlib.Path) -> str:
+    """`path` relative to the repository when it is inside it (--venvs may point elsewhere)."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def venv_python(venv: pathlib.Path) -> pathlib.Path:
     return venv / "bin" / "python"
 
@@ -74,16 +79,16 @@ def ensure_venv(version: str, venvs: pathlib.Path) -> pathlib.Path:
             capture_output=True, text=True)
         lines = probe.stdout.split()
         if probe.returncode == 0 and lines[0] == version and lines[1].startswith(str(ROOT)):
-            log(f"{venv.relative_to(ROOT)}: reused (pyspark {version})")
+            log(f"{shown(venv)}: reused (pyspark {version})")
             return py
     t0 = time.monotonic()
-    log(f"{venv.relative_to(ROOT)}: creating (pyspark {version})")
+    log(f"{shown(venv)}: creating (pyspark {version})")
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, *want["requirements"]], check=True)
     subprocess.run([*pip, "--no-deps", "-e", str(ROOT)], check=True)
     stamp.write_text(json.dumps(want))
-    log(f"{venv.relative_to(ROOT)}: ready in {time.monotonic() - t0:.0f}s")
+    log(f"{shown(venv)}: ready in {time.monotonic() - t0:.0f}s")
     return py
 
 
