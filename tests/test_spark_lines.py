@@ -27,15 +27,15 @@ import linkcheck  # noqa: E402
 from conftest import shim_jar  # noqa: E402
 
 S = "org/apache/spark/sql/execution/streaming/state/"
-SINCE_41 = {  # reached only when SparkCompat.atLeast(4, 1)
+SINCE_41 = {  # in LineApi, reached only when SparkCompat.atLeast(4, 1)
     f"io/ttlstate/spark/compat/LineApi$Since41: missing method {S}StateStoreErrors.stateStoreCheckpointIdsNotSupported(Ljava/lang/String;)L{S}StateStoreCheckpointIdsNotSupported;",
-    f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStore.reportCommitToCoordinator(JL{S}StateStoreId;Lorg/apache/hadoop/conf/Configuration;)V",
-    f"io/ttlstate/spark/store/RemoteStore: missing method {S}StateStoreConf.commitValidationEnabled()Z",
-    f"io/ttlstate/spark/store/StoreMaintenance: missing method {S}StateStoreConf.reportSnapshotUploadLag()Z",
-    f"io/ttlstate/spark/store/StoreMaintenance: missing method {S}StateStoreConf.maxVersionsToDeletePerMaintenance()I",
-    f"io/ttlstate/spark/store/StoreMaintenance: missing method {S}StateStoreCoordinatorRef.snapshotUploaded(L{S}StateStoreProviderId;JJ)Z",
-    f"io/ttlstate/spark/store/StoreMaintenance: missing method {S}StateStoreProvider$.coordinatorRef()Lscala/Option;",
-    f"io/ttlstate/spark/store/StoreMaintenance: missing method {S}StateStoreProvider$.getRunId(Lorg/apache/hadoop/conf/Configuration;)Ljava/lang/String;",
+    f"io/ttlstate/spark/compat/LineApi: missing method {S}StateStore.reportCommitToCoordinator(JL{S}StateStoreId;Lorg/apache/hadoop/conf/Configuration;)V",
+    f"io/ttlstate/spark/compat/LineApi: missing method {S}StateStoreConf.commitValidationEnabled()Z",
+    f"io/ttlstate/spark/compat/LineApi: missing method {S}StateStoreConf.reportSnapshotUploadLag()Z",
+    f"io/ttlstate/spark/compat/LineApi: missing method {S}StateStoreConf.maxVersionsToDeletePerMaintenance()I",
+    f"io/ttlstate/spark/compat/LineApi: missing method {S}StateStoreCoordinatorRef.snapshotUploaded(L{S}StateStoreProviderId;JJ)Z",
+    f"io/ttlstate/spark/compat/LineApi: missing method {S}StateStoreProvider$.coordinatorRef()Lscala/Option;",
+    f"io/ttlstate/spark/compat/LineApi: missing method {S}StateStoreProvider$.getRunId(Lorg/apache/hadoop/conf/Configuration;)Ljava/lang/String;",
 }
 # What each line may lack (lines before 4.3 only; 4.3 lacks nothing).
 ALLOWED = {"4.0": SINCE_41, "4.1": set(), "4.2": set(), "4.3": set()}

@@ -13,7 +13,7 @@ import java.util.TreeMap;
 
 import io.ttlstate.spark.ConfKeys;
 import io.ttlstate.spark.compat.ScalaColls;
-import io.ttlstate.spark.compat.SparkCompat;
+import io.ttlstate.spark.compat.LineApi;
 import io.ttlstate.spark.cache.CachedVersionView;
 import io.ttlstate.spark.checkpoint.ChangelogChunk;
 import io.ttlstate.spark.checkpoint.StoreCheckpoint;
@@ -94,7 +94,7 @@ public final class RemoteStore {
         byte[] suffix = new byte[4];
         RANDOM.nextBytes(suffix);
         this.localDirName = LocalFiles.storeDirStem(stateStoreId) + "_" + HexFormat.of().formatHex(suffix);
-        this.checkpointIds = storeConf.enableStateStoreCheckpointIds();
+        this.checkpointIds = LineApi.checkpointIds(storeConf);
         this.checkpoint = StoreCheckpoint.of(stateStoreId, hadoopConf, checkpointIds);
         this.loads = new StoreLoad(this, stateStoreId, storeConf, ttlstateConfs, localDirName, checkpoint);
         this.maintenance = new StoreMaintenance(this, stateStoreId, storeConf, hadoopConf, checkpoint);
@@ -423,9 +423,7 @@ public final class RemoteStore {
 
     /** Reports a committed version to the coordinator when commit validation is on. */
     void reportCommit(long newVersion) {
-        if (SparkCompat.atLeast(4, 1) && storeConf.commitValidationEnabled()) { // 4.1+
-            StateStore.reportCommitToCoordinator(newVersion, stateStoreId, hadoopConf);
-        }
+        LineApi.reportCommit(storeConf, newVersion, stateStoreId, hadoopConf);
     }
 
     private Path tmpFile(String name) throws IOException {

@@ -13,6 +13,7 @@ import io.ttlstate.spark.WorkerException;
 import io.ttlstate.spark.cache.CachedVersionView;
 import io.ttlstate.spark.checkpoint.MissingCheckpointFileException;
 import io.ttlstate.spark.checkpoint.StoreCheckpoint;
+import io.ttlstate.spark.compat.LineApi;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.FrameWriter;
@@ -21,7 +22,6 @@ import io.ttlstate.spark.protocol.Requests;
 import io.ttlstate.spark.service.PythonService;
 import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
-import org.apache.spark.sql.errors.QueryExecutionErrors;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.slf4j.Logger;
@@ -137,9 +137,9 @@ final class StoreLoad {
                     ? checkpoint.loadFromSnapshot(conn, storeHandle, fromSnapshot, version, id, batchTimestampMs, metrics)
                     : checkpoint.load(conn, storeHandle, version, id, batchTimestampMs, metrics);
         } catch (MissingCheckpointFileException e) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.failedToReadStreamingStateFileError(e.path(), e));
+            throw SparkErrors.sneaky(LineApi.missingStateFile(e.path(), e));
         } catch (IOException | WorkerException e) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.cannotLoadStore(e));
+            throw SparkErrors.sneaky(LineApi.cannotLoadStore(e));
         }
     }
 
@@ -158,9 +158,9 @@ final class StoreLoad {
         try {
             return checkpoint.changelogs(conn, from, to, toId, metrics);
         } catch (MissingCheckpointFileException e) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.failedToReadStreamingStateFileError(e.path(), e));
+            throw SparkErrors.sneaky(LineApi.missingStateFile(e.path(), e));
         } catch (IOException e) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.cannotLoadStore(e));
+            throw SparkErrors.sneaky(LineApi.cannotLoadStore(e));
         }
     }
 }

@@ -4,10 +4,9 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
 
 import io.ttlstate.spark.checkpoint.StoreCheckpoint;
-import io.ttlstate.spark.compat.SparkCompat;
+import io.ttlstate.spark.compat.LineApi;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.protocol.FrameReader;
 import io.ttlstate.spark.protocol.Reply;
@@ -17,13 +16,9 @@ import io.ttlstate.spark.service.Replies;
 import io.ttlstate.spark.service.WorkerConnection;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProvider$;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import scala.Option;
 
 /**
  * A {@link RemoteStore}'s snapshots and maintenance: what followed the last snapshot, the
@@ -121,16 +116,8 @@ final class StoreMaintenance {
      * (docs/decisions/036-snapshot-reports-to-coordinator.md).
      */
     private void reportSnapshotUploaded(long version) {
-        if (!SparkCompat.atLeast(4, 1) || !storeConf.reportSnapshotUploadLag()) { // 4.1+
-            return;
-        }
         try {
-            Option<StateStoreCoordinatorRef> ref = StateStoreProvider$.MODULE$.coordinatorRef();
-            if (ref.isDefined()) {
-                UUID runId = UUID.fromString(StateStoreProvider$.MODULE$.getRunId(hadoopConf));
-                ref.get().snapshotUploaded(new StateStoreProviderId(stateStoreId, runId), version,
-                        System.currentTimeMillis());
-            }
+            LineApi.reportSnapshotUploaded(storeConf, hadoopConf, stateStoreId, version);
         } catch (RuntimeException e) {
             LOG.debug("Reporting the snapshot of version {} of {} to the coordinator failed", version, store, e);
         }
@@ -224,8 +211,8 @@ final class StoreMaintenance {
         }
         WorkerConnection own = c == null ? plannerConnection() : null;
         try {
-            int maxDelete = SparkCompat.atLeast(4, 1) ? storeConf.maxVersionsToDeletePerMaintenance() : -1; // 4.1+
-            checkpoint.cleanup(storeConf.minVersionsToRetain(), storeConf.minVersionsToDelete(), maxDelete,
+            int maxDelete = LineApi.maxVersionsToDeletePerMaintenance(storeConf);
+            checkpoint.cleanup(storeConf.minVersionsToRetain(), LineApi.minVersionsToDelete(storeConf), maxDelete,
                     c != null ? c : own);
         } catch (IOException | RuntimeException e) {
             boolean loaded;
