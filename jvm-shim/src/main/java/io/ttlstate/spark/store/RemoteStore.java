@@ -132,12 +132,12 @@ public final class RemoteStore {
         StoreMetrics metrics = new StoreMetrics();
         Prepared p = prepare(version, id, false, batchTimes(version), metrics, -1);
         LOG.debug("Opened write store of version {} for {}", version, this);
-        WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, keyCodec(), metrics, numValueFields(),
+        WriteCore core = new WriteCore(this, version, p.loadedId, p.txn, keyCodec(), metrics, numValueFields(),
                 forceSnapshotOnCommit, checkpointIds);
         synchronized (this) {
-            users.writeOpened(store);
+            users.writeOpened(core);
         }
-        return store;
+        return new WriteStore(core);
     }
 
     /** A read store of {@code version} (checkpoint id {@code id}; null: any). */
@@ -147,7 +147,7 @@ public final class RemoteStore {
         synchronized (this) {
             users.readOpened(p.txn);
         }
-        return new ReadStore(this, version, p.txn, keyCodec(), metrics, numValueFields());
+        return new ReadStore(new ReadCore(this, version, p.txn, keyCodec(), metrics, numValueFields()));
     }
 
     /**
@@ -159,14 +159,14 @@ public final class RemoteStore {
         StoreMetrics metrics = new StoreMetrics();
         Prepared p = prepare(version, id, readOnly, batchTimes(version), metrics, snapshotVersion);
         if (readOnly) {
-            return new ReadStore(this, version, p.txn, keyCodec(), metrics, numValueFields());
+            return new ReadStore(new ReadCore(this, version, p.txn, keyCodec(), metrics, numValueFields()));
         }
-        WriteStore store = new WriteStore(this, version, p.loadedId, p.txn, keyCodec(), metrics, numValueFields(),
+        WriteCore core = new WriteCore(this, version, p.loadedId, p.txn, keyCodec(), metrics, numValueFields(),
                 false, checkpointIds);
         synchronized (this) {
-            users.writeOpened(store);
+            users.writeOpened(core);
         }
-        return store;
+        return new WriteStore(core);
     }
 
     /**
@@ -330,34 +330,34 @@ public final class RemoteStore {
      * the format v2 files this commit started writing are deleted; a format v1 file stays, as
      * its path is every attempt's (a re-run overwrites it; see CheckpointWriter.ownPath).
      */
-    synchronized Reply.Committed commit(WriteStore store, String newId, boolean forceSnapshot)
+    synchronized Reply.Committed commit(WriteCore store, String newId, boolean forceSnapshot)
             throws IOException {
-        long newVersion = store.version() + 1;
+        long newVersion = store.version + 1;
         java.nio.file.Path changelog = settings.snapshotMode ? null : tmpFile(newVersion + ".changelog");
         List<org.apache.hadoop.fs.Path> written = new ArrayList<>();
         boolean durable = false;
         try {
-            Reply.Committed r = store.txn().commit(newVersion, changelog == null ? "" : changelog.toString(), newId,
-                    store.baseId());
+            Reply.Committed r = store.txn.commit(newVersion, changelog == null ? "" : changelog.toString(), newId,
+                    store.baseId);
             loadedVersion = -1; // until the version is durable
             loadedId = null;
             if (changelog != null) {
                 checkpoint.uploadChangelog(changelog, r.changelogName, newVersion, newId != null, store.metrics, written);
-                maintenance.changelogUploaded(LocalFiles.sizeOrZero(changelog), store.txn().records());
+                maintenance.changelogUploaded(LocalFiles.sizeOrZero(changelog), store.txn.records());
             } else if (newId == null) {
                 checkpoint.deleteEarlierChangelog(newVersion);
             }
             maintenance.committed(newVersion);
             loadedVersion = newVersion;
             loadedId = newId;
-            RemoteTxn txn = store.txn();
+            RemoteTxn txn = store.txn;
             if (settings.viewUsable(txn.batchTimestampMs()) && txn.isDirect()) {
-                view.advance(store.version(), newVersion, txn.batchTimestampMs(), r.storedFrom); // it followed the writes
+                view.advance(store.version, newVersion, txn.batchTimestampMs(), r.storedFrom); // it followed the writes
             } else if (settings.viewUsable(txn.batchTimestampMs())) {
                 if (txn.stampsUnstamped()) { // the stamps the worker made at BEGIN, in this version (docs/decisions/104-event-time-jvm-view.md)
-                    view.stamped(store.version(), txn.batchTimestampMs(), settings.ttlMs);
+                    view.stamped(store.version, txn.batchTimestampMs(), settings.ttlMs);
                 }
-                view.committed(store.version(), newVersion, txn.written(), RemoteTxn.TOMBSTONE, txn.writeExpiry(),
+                view.committed(store.version, newVersion, txn.written(), RemoteTxn.TOMBSTONE, txn.writeExpiry(),
                         txn.batchTimestampMs(), r.storedFrom);
             } else {
                 view.reset(newVersion, -1); // the JVM does not know the clock the worker stamped the writes with
@@ -389,20 +389,20 @@ public final class RemoteStore {
      * expiries in the view, for the committed version, as one under EventTime may have left
      * the stamped expiries (docs/decisions/104-event-time-jvm-view.md): its values are forgotten.
      */
-    synchronized void writeEnded(WriteStore store, boolean committed) {
+    synchronized void writeEnded(WriteCore store, boolean committed) {
         users.writeEnded(store);
         if (committed) {
             return;
         }
         // the view is null once the provider is closed (Spark may unload it as a task fails)
-        if (store.txn().isDirect()) {
+        if (store.txn.isDirect()) {
             loadedVersion = -1;
             loadedId = null;
             if (view != null) {
                 view.reset(-1, -1);
             }
-        } else if ((settings.ttlRefreshOnRead || store.txn().stampsUnstamped()) && view != null) {
-            view.forgetValues(store.version());
+        } else if ((settings.ttlRefreshOnRead || store.txn.stampsUnstamped()) && view != null) {
+            view.forgetValues(store.version);
         }
     }
 

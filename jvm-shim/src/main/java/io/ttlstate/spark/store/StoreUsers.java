@@ -22,7 +22,7 @@ final class StoreUsers {
 
     private final RemoteStore store;
     /** The last write store opened on this store (a writer writes straight into the worker's database). */
-    private WriteStore writer;
+    private WriteCore writer;
     /** The transaction of the last read store opened on this store (for {@link RemoteStore#readAheadTxn}). */
     private RemoteTxn readerTxn;
     /** The Spark task that opened the last transaction (null: none, or opened outside a task). */
@@ -43,12 +43,12 @@ final class StoreUsers {
             // a write store Spark left behind (its task died without aborting): end it, so the
             // new one can write; only one transaction at a time writes into the database
             LOG.warn("Aborting the unfinished write store of version {} of {} before opening another",
-                    writer.version(), store);
+                    writer.version, store);
             writer.abort();
         }
     }
 
-    void writeOpened(WriteStore s) {
+    void writeOpened(WriteCore s) {
         writer = s;
     }
 
@@ -56,7 +56,7 @@ final class StoreUsers {
         readerTxn = txn;
     }
 
-    void writeEnded(WriteStore s) {
+    void writeEnded(WriteCore s) {
         if (writer == s) {
             writer = null;
         }
@@ -74,7 +74,7 @@ final class StoreUsers {
 
     /** The transaction of the write store open on the store, or null. */
     RemoteTxn writerTxn() {
-        return writer == null || writer.txn().isEnded() ? null : writer.txn();
+        return writer == null || writer.txn.isEnded() ? null : writer.txn;
     }
 
     /** The transaction of the last read store if still open, or null. */

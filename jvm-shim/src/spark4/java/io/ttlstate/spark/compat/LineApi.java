@@ -40,6 +40,16 @@ public final class LineApi {
         return QueryExecutionErrors.failedToReadStreamingStateFileError(path, cause);
     }
 
+    /** Spark's error for a commit that failed ({@code what}: the store and the cause's message). */
+    public static Throwable failedToCommit(String what, Throwable cause) {
+        return QueryExecutionErrors.failedToCommitStateFileError(what, cause);
+    }
+
+    /** Spark's error for a store version below 0, or a replay's versions out of order. */
+    public static Throwable unexpectedStateStoreVersion(long version) {
+        return QueryExecutionErrors.unexpectedStateStoreVersion(version);
+    }
+
     /** Spark's error for a store that failed to load. */
     public static Throwable cannotLoadStore(Throwable cause) {
         return QueryExecutionErrors.cannotLoadStore(cause);

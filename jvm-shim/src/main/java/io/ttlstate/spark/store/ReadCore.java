@@ -3,15 +3,12 @@ package io.ttlstate.spark.store;
 import java.util.function.Supplier;
 
 import io.ttlstate.spark.metrics.StoreMetrics;
-import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * A read-only store: a worker transaction (BEGIN read-only) on its version, so a write store
- * of the same {@link RemoteStore} may commit meanwhile. {@code abort} and {@code release}
- * both end it, idempotently.
+ * of the same {@link RemoteStore} may commit meanwhile. {@link #end} ends it, idempotently.
  *
  * <p>When Spark upgrades it to the write store of its version (the aggregation's and session
  * window's restore step), its own transaction ends and its reads go through the write store's
@@ -20,39 +17,35 @@ import org.slf4j.LoggerFactory;
  * keep the writer from writing straight into the database
  * (docs/decisions/035-write-store-ends-read-store.md, docs/decisions/040-direct-write-transactions.md).
  */
-public final class ReadStore extends AbstractStore {
-    private static final Logger LOG = LoggerFactory.getLogger(ReadStore.class);
+final class ReadCore extends StoreCore {
+    /** Logs as the read store its front is. */
+    private static final Logger LOG = LoggerFactory.getLogger(ReadCore.class.getPackageName() + ".ReadStore");
 
     private boolean ended;
     /** The write store this store was upgraded to, or null. */
-    private WriteStore writer;
+    private WriteCore writer;
 
-    ReadStore(RemoteStore remote, long version, RemoteTxn txn, KeyCodec codec, StoreMetrics metrics,
-              int numValueFields) {
+    ReadCore(RemoteStore remote, long version, RemoteTxn txn, KeyCodec codec, StoreMetrics metrics,
+             int numValueFields) {
         super(remote, version, txn, codec, metrics, numValueFields);
     }
 
     /**
-     * Upgrades {@code readStore} to the write store of its version that {@code openWriteStore}
-     * opens: the read store's own transaction ends first, and its reads go through the write
-     * store's from then on (see above). Spark never ends a read store it upgraded.
+     * Upgrades {@code read} (null: a store of another provider) to the write store of its
+     * version that {@code openWriteStore} opens: the read store's own transaction ends first,
+     * and its reads go through the write store's from then on (see above).
      */
-    public static StateStore upgrade(ReadStateStore readStore, Supplier<StateStore> openWriteStore) {
-        ReadStore read = readStore instanceof ReadStore ? (ReadStore) readStore : null;
+    static <W> W upgrade(ReadCore read, Supplier<W> openWriteStore, java.util.function.Function<W, WriteCore> coreOf) {
         if (read != null) {
             read.end();
         }
-        WriteStore store = (WriteStore) openWriteStore.get();
+        W store = openWriteStore.get();
         if (read != null) {
-            read.upgradedTo(store);
+            WriteCore w = coreOf.apply(store);
+            read.writer = w;
+            w.metrics.addReads(read.metrics);
         }
         return store;
-    }
-
-    /** From now on reads go through {@code w}'s transaction, and count in its metrics. */
-    private void upgradedTo(WriteStore w) {
-        writer = w;
-        w.metrics.addReads(metrics);
     }
 
     @Override
@@ -65,17 +58,7 @@ public final class ReadStore extends AbstractStore {
         return writer != null ? writer.metrics : metrics;
     }
 
-    @Override
-    public void abort() {
-        end();
-    }
-
-    @Override
-    public void release() {
-        end();
-    }
-
-    private void end() {
+    void end() {
         if (ended) {
             return;
         }

@@ -2,15 +2,12 @@ package io.ttlstate.spark;
 
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
-import io.ttlstate.spark.compat.LineApi;
 import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.store.ChangeDataReader;
 import io.ttlstate.spark.store.ReadStore;
-import io.ttlstate.spark.store.RemoteStore;
 import io.ttlstate.spark.store.SparkErrors;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.sql.errors.QueryExecutionErrors;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.PrefixKeyScanStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.RangeKeyScanStateEncoderSpec;
@@ -28,30 +25,27 @@ import org.apache.spark.util.NextIterator;
 import scala.Enumeration;
 import scala.Tuple4;
 import org.apache.spark.sql.types.StructType;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import scala.Option;
 
 /**
  * Spark state-store provider whose data lives in the ttlstate Python service (RocksDB).
  *
- * <p>One instance serves one {@link StateStoreId}. It checks what Spark asks against what
- * ttlstate supports and hands the rest to its {@link RemoteStore}: the store as its worker
- * holds it (stores, commits, snapshots, maintenance). As {@link SupportsFineGrainedReplay} it
+ * <p>One instance serves one {@link StateStoreId}. It checks what Spark 4 asks against what
+ * ttlstate supports and hands the rest to its {@link ProviderCore}, what every Spark line's
+ * provider does, and the store's RemoteStore: the store as its worker holds it (stores,
+ * commits, snapshots, maintenance). As {@link SupportsFineGrainedReplay} it
  * serves Spark's state reader's {@code snapshotStartBatchId} and {@code readChangeFeed}
  * (docs/decisions/062-spark-state-reader.md). Its fully qualified name is what users
  * configure and what checkpoints record: it must not move.
  */
 public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGrainedReplay {
-    private static final Logger LOG = LoggerFactory.getLogger(TtlStateStoreProvider.class);
     private static final String PROVIDER_NAME = SparkErrors.PROVIDER_NAME;
 
     private volatile boolean unloaded;
     private ReentrantReadWriteLock maintenanceLock;
 
-    private volatile StateStoreId stateStoreId;
-    /** Null until {@link #init}. */
-    private volatile RemoteStore remote;
+    /** What every Spark line's provider does; this class adds Spark 4's signatures and refusals. */
+    private final ProviderCore core = new ProviderCore();
 
     /** Cheap and side-effect free: Spark also creates instances just to read the metric list. */
     public TtlStateStoreProvider() {
@@ -103,51 +97,25 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
         }
         int numPrefixCols = keyStateEncoderSpec instanceof PrefixKeyScanStateEncoderSpec
                 ? ((PrefixKeyScanStateEncoderSpec) keyStateEncoderSpec).numColsPrefixKey() : 0;
-        this.stateStoreId = stateStoreId;
-        RemoteStore r = new RemoteStore(stateStoreId, keySchema, valueSchema, numPrefixCols, storeConfs, hadoopConf);
-        this.remote = r;
-        r.start();
-        LOG.info("Initialised {} (key prefix columns: {})", this, numPrefixCols);
+        core.init(stateStoreId, keySchema, valueSchema, numPrefixCols, storeConfs, hadoopConf);
     }
 
     @Override
     public StateStoreId stateStoreId() {
-        return stateStoreId;
+        return core.stateStoreId();
     }
 
     // ---- stores -------------------------------------------------------------------------
 
-    /** Checks the arguments of getStore/getReadStore; returns the checkpoint id to load (null: any). */
-    private String checkGetStore(long version, Option<String> uniqueId) {
-        if (version < 0) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(version));
-        }
-        RemoteStore r = remote;
-        if (uniqueId.isDefined() && (r == null || !r.checkpointIds())) {
-            throw SparkErrors.sneaky(LineApi.checkpointIdsNotSupported(PROVIDER_NAME
-                    + " runs with checkpointFormatVersion 1 but a state store checkpointID is passed in"));
-        }
-        return version == 0 || uniqueId.isEmpty() ? null : uniqueId.get();
-    }
-
-    /** The initialised store. */
-    private RemoteStore remote() {
-        RemoteStore r = remote;
-        if (r == null) {
-            throw new IllegalStateException(PROVIDER_NAME + " was not initialised");
-        }
-        return r;
-    }
-
     @Override
     public StateStore getStore(long version, Option<String> uniqueId, boolean forceSnapshotOnCommit,
                                boolean loadEmpty) {
-        String id = checkGetStore(version, uniqueId);
+        String id = core.checkGetStore(version, uniqueId);
         if (loadEmpty) {
             throw SparkErrors.sneaky(StateStoreErrors.unsupportedOperationException(
                     "getStore", "Internal Error: " + PROVIDER_NAME + " doesn't support loadEmpty"));
         }
-        return remote().writeStore(version, id, forceSnapshotOnCommit);
+        return core.remote().writeStore(version, id, forceSnapshotOnCommit);
     }
 
     /** Spark 4.0 and 4.1's getStore (Spark 4.2 added forceSnapshotOnCommit and loadEmpty). */
@@ -167,34 +135,13 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
         return ReadStore.upgrade(readStore, () -> getStore(version, uniqueId, forceSnapshotOnCommit, false));
     }
 
-    /**
-     * A read store of {@code version}. A checkpoint id is taken whatever the conf's format
-     * version (a read store writes nothing): Spark's state reader passes the commit log's ids
-     * of a format-v2 checkpoint without the query's {@code checkpointFormatVersion}.
-     */
+    /** A read store of {@code version} ({@link ProviderCore#checkGetReadStore}). */
     @Override
     public ReadStateStore getReadStore(long version, Option<String> uniqueId) {
-        if (version < 0) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(version));
-        }
-        String id = version == 0 || uniqueId == null || uniqueId.isEmpty() ? null : uniqueId.get();
-        return remote().readStore(version, id);
+        return core.remote().readStore(version, ProviderCore.checkGetReadStore(version, uniqueId));
     }
 
     // ---- fine-grained replay (Spark's state reader) ----------------------------------------
-
-    /**
-     * Checks a replay's versions; returns the checkpoint id to load (null: any). An id is taken
-     * whatever the conf's format version: Spark's state reader passes the commit log's ids
-     * without the query's {@code checkpointFormatVersion}, and an id names a format-v2 file.
-     */
-    private String checkReplay(long snapshotVersion, long endVersion, Option<String> endCkptId) {
-        if (snapshotVersion < 1 || endVersion < snapshotVersion) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(
-                    snapshotVersion < 1 ? snapshotVersion : endVersion));
-        }
-        return endCkptId == null || endCkptId.isEmpty() ? null : endCkptId.get();
-    }
 
     /**
      * The store of {@code endVersion} rebuilt from the snapshot of {@code snapshotVersion} and
@@ -203,16 +150,16 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
     @Override
     public StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion, boolean readOnly,
                                               Option<String> snapshotCkptId, Option<String> endCkptId) {
-        String id = checkReplay(snapshotVersion, endVersion, endCkptId);
-        return (StateStore) remote().replayStore(snapshotVersion, endVersion, id, false);
+        String id = ProviderCore.checkRange(snapshotVersion, endVersion, endCkptId);
+        return (StateStore) core.remote().replayStore(snapshotVersion, endVersion, id, false);
     }
 
     /** A read store of {@code endVersion} rebuilt from the snapshot of {@code snapshotVersion}. */
     @Override
     public ReadStateStore replayReadStateFromSnapshot(long snapshotVersion, long endVersion,
                                                       Option<String> snapshotCkptId, Option<String> endCkptId) {
-        String id = checkReplay(snapshotVersion, endVersion, endCkptId);
-        return remote().replayStore(snapshotVersion, endVersion, id, true);
+        String id = ProviderCore.checkRange(snapshotVersion, endVersion, endCkptId);
+        return core.remote().replayStore(snapshotVersion, endVersion, id, true);
     }
 
     /** Spark 4.0's replayStateFromSnapshot (4.1 added readOnly and the checkpoint ids). */
@@ -237,12 +184,8 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
                 && !StateStore.DEFAULT_COL_FAMILY_NAME().equals(colFamilyName.get())) {
             throw SparkErrors.sneaky(StateStoreErrors.multipleColumnFamiliesNotSupported(PROVIDER_NAME));
         }
-        if (startVersion < 1 || endVersion < startVersion) {
-            throw SparkErrors.sneaky(QueryExecutionErrors.unexpectedStateStoreVersion(
-                    startVersion < 1 ? startVersion : endVersion));
-        }
-        String id = endCkptId == null || endCkptId.isEmpty() ? null : endCkptId.get();
-        return new ChangeDataReader(remote(), startVersion, endVersion, id);
+        String id = ProviderCore.checkRange(startVersion, endVersion, endCkptId);
+        return new ChangeDataReader(core.remote(), startVersion, endVersion, id);
     }
 
     /** Spark 4.0's getStateStoreChangeDataReader (4.1 added the end checkpoint id). */
@@ -262,35 +205,24 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
     /** Snapshots the loaded version once {@code minDeltasForSnapshot} changelogs followed the last snapshot. */
     @Override
     public void doSnapshotMaintenance() {
-        RemoteStore r = remote;
-        if (r != null) {
-            r.snapshotMaintenance();
-        }
+        core.doSnapshotMaintenance();
     }
 
     /**
      * MAINTAINs the store on its worker and deletes the checkpoint files recovery no longer
-     * needs ({@link RemoteStore#cleanupMaintenance}). MAINTAIN is here, not only in
+     * needs (RemoteStore.cleanupMaintenance). MAINTAIN is here, not only in
      * {@link #doMaintenance}, because Spark 4.3's periodic maintenance calls the split
      * methods; doMaintenance runs only with unloadOnCommit.
      */
     @Override
     public void doCleanupMaintenance() {
-        RemoteStore r = remote;
-        if (r != null) {
-            r.cleanupMaintenance();
-        }
+        core.doCleanupMaintenance();
     }
 
     /** CLOSEs the store on its worker (deleting its local files) and the connection; idempotent. */
     @Override
     public void close() {
-        RemoteStore r = remote;
-        if (r != null) {
-            r.close();
-        } else {
-            LOG.info("Closed {}", this);
-        }
+        core.close();
     }
 
     // ---- metrics ------------------------------------------------------------------------
@@ -303,13 +235,11 @@ public class TtlStateStoreProvider implements StateStoreProvider, SupportsFineGr
 
     /** The committed version the worker's database holds, or -1; for tests and logs. */
     public long loadedVersion() {
-        RemoteStore r = remote;
-        return r == null ? -1 : r.loadedVersion();
+        return core.loadedVersion();
     }
 
     @Override
     public String toString() {
-        RemoteStore r = remote;
-        return r == null ? PROVIDER_NAME + "[uninitialised]" : r.toString();
+        return core.toString();
     }
 }

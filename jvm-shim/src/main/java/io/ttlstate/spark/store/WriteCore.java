@@ -1,51 +1,48 @@
 package io.ttlstate.spark.store;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.UUID;
 
-import io.ttlstate.spark.compat.ScalaColls;
+import io.ttlstate.spark.compat.LineApi;
 import io.ttlstate.spark.compat.SparkCompat;
 import io.ttlstate.spark.metrics.LatencyTracker;
 import io.ttlstate.spark.metrics.StoreMetrics;
 import io.ttlstate.spark.protocol.Reply;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.errors.QueryExecutionErrors;
-import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCheckpointInfo;
-import org.apache.spark.sql.execution.streaming.state.StateStoreErrors;
-import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
-import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
-import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * A writable store at {@code version}: writes go to the transaction's write-behind buffer;
- * {@code commit} makes {@code version + 1} durable through the remote. In checkpoint format
- * v2 each commit gets a new random checkpoint id, built on the id of {@code version}.
+ * {@link #commit} makes {@code version + 1} durable through the remote. In checkpoint format
+ * v2 each commit gets a new random checkpoint id, built on the id of {@code version}. Reads
+ * after commit (the HDFS-forgiving side of Spark's contract) go through a short-lived read-only
+ * transaction on the committed version.
  */
-final class WriteStore extends AbstractStore implements StateStore {
-    private static final Logger LOG = LoggerFactory.getLogger(WriteStore.class);
+final class WriteCore extends StoreCore {
+    /** Logs as the write store its front is. */
+    private static final Logger LOG = LoggerFactory.getLogger(WriteCore.class.getPackageName() + ".WriteStore");
+    private static final byte[] EMPTY = new byte[0];
 
     private enum State { UPDATING, COMMITTED, ABORTED }
 
     private final boolean forceSnapshotOnCommit;
-    private final boolean checkpointIds;
+    final boolean checkpointIds;
     /** The checkpoint id of {@code version} (format v2; null for version 0). */
-    private final String baseId;
+    final String baseId;
     private String committedId;
     private State state = State.UPDATING;
     private long committedNumKeys;
     private long committedMemoryBytes;
 
-    WriteStore(RemoteStore remote, long version, String baseId, RemoteTxn txn, KeyCodec codec,
-               StoreMetrics metrics, int numValueFields, boolean forceSnapshotOnCommit, boolean checkpointIds) {
+    WriteCore(RemoteStore remote, long version, String baseId, RemoteTxn txn, KeyCodec codec, StoreMetrics metrics,
+              int numValueFields, boolean forceSnapshotOnCommit, boolean checkpointIds) {
         super(remote, version, txn, codec, metrics, numValueFields);
         this.baseId = baseId;
         this.forceSnapshotOnCommit = forceSnapshotOnCommit;
         this.checkpointIds = checkpointIds;
-        SparkCompat.initStore(this);
     }
 
     private void verifyUpdating(String message) {
@@ -54,9 +51,7 @@ final class WriteStore extends AbstractStore implements StateStore {
         }
     }
 
-    @Override
-    public void put(UnsafeRow key, UnsafeRow value, String colFamilyName) {
-        checkDefaultColFamily(colFamilyName);
+    void put(UnsafeRow key, UnsafeRow value) {
         if (value == null) {
             throw new IllegalArgumentException("requirement failed: Cannot put a null value");
         }
@@ -71,15 +66,12 @@ final class WriteStore extends AbstractStore implements StateStore {
         latency.record(System.nanoTime() - start);
     }
 
-    @Override
-    public void remove(UnsafeRow key, String colFamilyName) {
-        checkDefaultColFamily(colFamilyName);
+    void remove(UnsafeRow key) {
         verifyUpdating("Cannot remove after already committed or aborted");
         txn.remove(codec.encodeKey(key));
     }
 
-    @Override
-    public long commit() {
+    long commit() {
         verifyUpdating("Cannot commit after already committed or aborted");
         long start = System.nanoTime();
         long newVersion;
@@ -99,7 +91,7 @@ final class WriteStore extends AbstractStore implements StateStore {
             remote.writeEnded(this, false);
             // the cause's message in Spark's text, so the top-level error names file and version
             String what = e.getMessage() == null ? toString() : toString() + " (" + e.getMessage() + ")";
-            throw SparkErrors.sneaky(QueryExecutionErrors.failedToCommitStateFileError(what, e));
+            throw SparkErrors.sneaky(LineApi.failedToCommit(what, e));
         }
         state = State.COMMITTED;
         remote.writeEnded(this, true);
@@ -110,8 +102,7 @@ final class WriteStore extends AbstractStore implements StateStore {
         return newVersion;
     }
 
-    @Override
-    public void abort() {
+    void abort() {
         if (state != State.UPDATING) {
             return;
         }
@@ -125,16 +116,11 @@ final class WriteStore extends AbstractStore implements StateStore {
         LOG.info("Aborted version {} for {}", version + 1, this);
     }
 
-    /**
-     * Reads after commit (the HDFS-forgiving side of the contract) go through a short-lived
-     * read-only transaction on the committed version, ended right after the read.
-     */
     @Override
-    public UnsafeRow get(UnsafeRow key, String colFamilyName) {
+    UnsafeRow get(UnsafeRow key) {
         if (state != State.COMMITTED) {
-            return super.get(key, colFamilyName);
+            return super.get(key);
         }
-        checkDefaultColFamily(colFamilyName);
         RemoteTxn read = remote.beginCommittedRead(version + 1, txn.batchTimestampMs(), metrics);
         try {
             return toValueRow(read.get(codec.encodeKey(key)));
@@ -144,27 +130,26 @@ final class WriteStore extends AbstractStore implements StateStore {
     }
 
     @Override
-    public scala.collection.Iterator<UnsafeRow> multiGet(UnsafeRow[] keys, String colFamilyName) {
+    List<UnsafeRow> multiGet(UnsafeRow[] keys) {
         if (state != State.COMMITTED) {
-            return super.multiGet(keys, colFamilyName);
+            return super.multiGet(keys);
         }
-        java.util.List<UnsafeRow> out = new java.util.ArrayList<>(keys.length);
+        List<UnsafeRow> out = new ArrayList<>(keys.length);
         for (UnsafeRow k : keys) {
-            out.add(get(k, colFamilyName));
+            out.add(get(k));
         }
-        return ScalaColls.scalaIterator(out.iterator());
+        return out;
     }
 
     @Override
-    public StateStoreIterator<UnsafeRowPair> iterator(String colFamilyName) {
+    ChunkIterator iterate() {
         if (state != State.COMMITTED) {
-            return super.iterator(colFamilyName);
+            return super.iterate();
         }
-        checkDefaultColFamily(colFamilyName);
         RemoteTxn read = remote.beginCommittedRead(version + 1, txn.batchTimestampMs(), metrics);
         ChunkIterator it;
         try {
-            it = read.iterate(new byte[0], codec, numValueFields);
+            it = read.iterate(EMPTY, codec, numValueFields);
             it.hasNext(); // open now, so the read transaction cannot outlive an unread iterator
         } catch (RuntimeException e) {
             read.abort();
@@ -177,11 +162,11 @@ final class WriteStore extends AbstractStore implements StateStore {
                 LOG.debug("Ending a post-commit read of {} failed", this, e);
             }
         });
-        return wrap(it);
+        return it;
     }
 
-    @Override
-    public StateStoreMetrics metrics() {
+    /** Spark's metrics of the store: the transaction's while it is open, the commit's after. */
+    StateStoreMetrics storeMetrics() {
         long numKeys = committedNumKeys;
         long memory = committedMemoryBytes;
         if (state == State.UPDATING && !txn.isEnded()) {
@@ -193,65 +178,16 @@ final class WriteStore extends AbstractStore implements StateStore {
         return SparkCompat.storeMetrics(numKeys, memory, metrics.toScala());
     }
 
-    /**
-     * Format v1: {@code (partition, version + 1, None, None)}, also before commit (as HDFS).
-     * Format v2: the committed version's id and the id it was built on, only after commit.
-     */
-    @Override
-    public StateStoreCheckpointInfo getStateStoreCheckpointInfo() {
-        if (checkpointIds && state != State.COMMITTED) {
-            throw SparkErrors.sneaky(StateStoreErrors.stateStoreOperationOutOfOrder(
-                    "Cannot get checkpointInfo without committing the store"));
-        }
-        return new StateStoreCheckpointInfo(id().partitionId(), version + 1,
-                scala.Option.apply(committedId), scala.Option.apply(baseId));
-    }
-
-    @Override
-    public boolean hasCommitted() {
+    boolean hasCommitted() {
         return state == State.COMMITTED;
-    }
-
-    @Override
-    public boolean removeColFamilyIfExists(String colFamilyName) {
-        throw SparkErrors.sneaky(StateStoreErrors.removingColumnFamiliesNotSupported(
-                SparkErrors.PROVIDER_NAME));
-    }
-
-    @Override
-    public void createColFamilyIfAbsent(String colFamilyName, StructType keySchema, StructType valueSchema,
-                                        KeyStateEncoderSpec keyStateEncoderSpec,
-                                        boolean useMultipleValuesPerKey, boolean isInternal) {
-        throw SparkErrors.sneaky(StateStoreErrors.multipleColumnFamiliesNotSupported(
-                SparkErrors.PROVIDER_NAME));
-    }
-
-    @Override
-    public void putList(UnsafeRow key, UnsafeRow[] values, String colFamilyName) {
-        throw unsupported("putList");
-    }
-
-    @Override
-    public void merge(UnsafeRow key, UnsafeRow value, String colFamilyName) {
-        throw unsupported("merge");
-    }
-
-    @Override
-    public void mergeList(UnsafeRow key, UnsafeRow[] values, String colFamilyName) {
-        throw unsupported("mergeList");
     }
 
     boolean isUpdating() {
         return state == State.UPDATING;
     }
 
-    /** The transaction, for {@link RemoteStore#commit}. */
-    RemoteTxn txn() {
-        return txn;
-    }
-
-    /** The checkpoint id of the version this store was loaded at (format v2), or null. */
-    String baseId() {
-        return baseId;
+    /** The checkpoint id the commit gave {@code version + 1} (format v2), or null. */
+    String committedId() {
+        return committedId;
     }
 }
