@@ -143,6 +143,10 @@ class Worker:
             return
         try:
             apply(txn)
+        except ProtocolError as e:
+            # the frame contradicts its transaction: the request that learns it gets an error and
+            # its connection stays open, as it may be another connection than the frame's
+            txn.deferred_error = TtlstateError(f"a write frame of this transaction was refused: {e}")
         except TtlstateError as e:
             txn.deferred_error = e
         except Exception as e:  # noqa: BLE001 - surfaced on the next call

@@ -415,6 +415,23 @@ def test_deferred_write_error_surfaces_on_next_call(svc):
         c.get(t, b"a")
 
 
+def test_a_write_frame_contradicting_its_transaction_fails_the_next_call_not_a_connection(svc):
+    """A WRITE_STAMPED that decodes but whose stamp is not its transaction's (here a store
+    without TTL: it stamps nothing) is remembered on the transaction like any write error: the
+    next request on it gets TTLSTATE_INTERNAL naming the frame, and neither the connection that
+    asks nor the one that sent the frame is closed (PROTOCOL.md)."""
+    c, h = _store(svc)
+    t = c.begin(h, 0)
+    other = svc.connect(0)
+    other.send(p.request(p.WRITE_STAMPED, t).i64(5).u32(0).u32(0).u32(0).u32(0))
+    assert other.call(p.request(p.PING, 0)) is not None  # the sender's connection stays open
+    with pytest.raises(WorkerError) as e:
+        c.get(t, b"a")
+    assert e.value.error_class == "TTLSTATE_INTERNAL"
+    assert "write frame of this transaction was refused" in str(e.value) and "stamp 5" in str(e.value)
+    assert c.call(p.request(p.PING, 0)) is not None  # and so does the asker's
+
+
 def test_dead_worker_is_restarted_and_service_exits_on_stdin_eof(tmp_path):
     svc = ServiceProcess(workers=2)
     try:
