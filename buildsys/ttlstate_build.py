@@ -41,6 +41,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # 4.x has (docs/decisions/108-spark-35-plan.md, section 2).
 JAVA_SRCS = (ROOT / "jvm-shim" / "src" / "main" / "java", ROOT / "jvm-shim" / "src" / "spark4" / "java")
 SCALA_SRC = ROOT / "jvm-shim" / "src" / "main" / "scala"
+# Files the jar carries as they are: META-INF/services names the session extensions, which
+# Spark then installs by itself (docs/decisions/101-session-extensions-install-themselves.md).
+RESOURCES = ROOT / "jvm-shim" / "src" / "main" / "resources"
 TREE_JAR = ROOT / "provider" / "jars" / JAR_NAME
 JDK_HINT = ("a JDK 17 or newer (javac and java on PATH or in $JAVA_HOME/bin; on Debian/Ubuntu: "
             "apt-get install openjdk-17-jdk-headless)")
@@ -135,7 +138,8 @@ def _run(cmd: list[str], what: str) -> None:
 
 
 def build_jar(out: pathlib.Path, jars_dir: pathlib.Path | None = None) -> pathlib.Path:
-    """Compiles the shim (Scala first, then Java) against Spark's jars into the jar `out`."""
+    """Compiles the shim (Scala first, then Java) against Spark's jars into the jar `out`, with
+    the resources (`RESOURCES`)."""
     javac, java = _tool("javac"), _tool("java")
     if not javac or not java:
         raise BuildError(f"Building the ttlstate shim jar needs {JDK_HINT}; none was found.")
@@ -167,9 +171,10 @@ def build_jar(out: pathlib.Path, jars_dir: pathlib.Path | None = None) -> pathli
         part = out.with_name(out.name + ".part")
         with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr("META-INF/MANIFEST.MF", jar_manifest(package_version()))
-            for f in sorted(classes.rglob("*")):
-                if f.is_file():
-                    z.write(f, f.relative_to(classes).as_posix())
+            for base in (classes, RESOURCES):
+                for f in sorted(base.rglob("*")):
+                    if f.is_file():
+                        z.write(f, f.relative_to(base).as_posix())
         os.replace(part, out)  # a JVM reading the old jar keeps its file
     return out
 

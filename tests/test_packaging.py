@@ -24,6 +24,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 JAR_ENTRY = "ttlstate/jars/ttlstate-shim.jar"
+SERVICES = "META-INF/services/org.apache.spark.sql.SparkSessionExtensionsProvider"  # the session extensions
 
 pytestmark = pytest.mark.slow
 
@@ -70,6 +71,7 @@ def test_wheel_from_a_fresh_tree_holds_the_jar_and_runs_the_demo(tmp_path):
         entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert "io/ttlstate/spark/TtlStateStoreProvider.class" in classes
     assert "io/ttlstate/spark/MaxSQLMetric.class" in classes  # the Scala part
+    assert SERVICES in classes  # Spark installs the session extensions from it
     assert "ttlstate = ttlstate.cli:main" in entry_points
 
     venv = tmp_path / "venv"
@@ -110,6 +112,7 @@ def test_python_m_build_gives_an_sdist_and_a_wheel_that_runs_alone_in_a_fresh_ve
         with z.open(JAR_ENTRY) as jar, zipfile.ZipFile(jar) as j:
             manifest = j.read("META-INF/MANIFEST.MF").decode()
             assert "io/ttlstate/spark/TtlStateStoreProvider.class" in j.namelist()
+            assert SERVICES in j.namelist()
     import ttlstate
     assert f"Implementation-Version: {ttlstate.__version__}" in manifest, manifest
 
