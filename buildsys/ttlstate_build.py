@@ -37,9 +37,11 @@ from setuptools.command.sdist import sdist as _sdist
 SPARK_BUILD_REQ = "pyspark>=4.3.0,<4.4"
 JAR_NAME = "ttlstate-shim.jar"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# The shim's Java sources: the common tree, and the overlay of classes that name types only Spark
-# 4.x has (docs/decisions/108-spark-35-plan.md, section 2).
-JAVA_SRCS = (ROOT / "jvm-shim" / "src" / "main" / "java", ROOT / "jvm-shim" / "src" / "spark4" / "java")
+# The shim's Java sources: the common tree, and an overlay of the classes that name one Spark
+# generation's types (docs/decisions/108-spark-35-plan.md, section 2): spark4 for the packaged jar;
+# spark35 for Spark 3.5, built by hand so far (`python buildsys/ttlstate_build.py --overlay spark35`).
+COMMON_JAVA = ROOT / "jvm-shim" / "src" / "main" / "java"
+OVERLAYS = ("spark4", "spark35")
 SCALA_SRC = ROOT / "jvm-shim" / "src" / "main" / "scala"
 # Files the jar carries as they are: META-INF/services names the session extensions, which
 # Spark then installs by itself (docs/decisions/101-session-extensions-install-themselves.md).
@@ -137,9 +139,12 @@ def _run(cmd: list[str], what: str) -> None:
         raise BuildError(f"{what} failed (exit {p.returncode}):\n{p.stdout}")
 
 
-def build_jar(out: pathlib.Path, jars_dir: pathlib.Path | None = None) -> pathlib.Path:
-    """Compiles the shim (Scala first, then Java) against Spark's jars into the jar `out`, with
-    the resources (`RESOURCES`)."""
+def build_jar(out: pathlib.Path, jars_dir: pathlib.Path | None = None, overlay: str = "spark4") -> pathlib.Path:
+    """Compiles the shim (Scala first, then Java: the common tree and `overlay`'s) against
+    Spark's jars into the jar `out`, with the resources (`RESOURCES`)."""
+    if overlay not in OVERLAYS:
+        raise BuildError(f"overlay {overlay!r}: expected one of {', '.join(OVERLAYS)}")
+    java_srcs = (COMMON_JAVA, ROOT / "jvm-shim" / "src" / overlay / "java")
     javac, java = _tool("javac"), _tool("java")
     if not javac or not java:
         raise BuildError(f"Building the ttlstate shim jar needs {JDK_HINT}; none was found.")
@@ -149,10 +154,10 @@ def build_jar(out: pathlib.Path, jars_dir: pathlib.Path | None = None) -> pathli
         ("scala-compiler-", "scala-library-", "scala-reflect-"))]
     if len(scala_tools) < 3:
         raise BuildError(f"{jars_dir} lacks the Scala compiler jars (scala-compiler, -library, -reflect)")
-    java_files = sorted(str(p) for src in JAVA_SRCS for p in src.rglob("*.java"))
+    java_files = sorted(str(p) for src in java_srcs for p in src.rglob("*.java"))
     scala_files = sorted(str(p) for p in SCALA_SRC.rglob("*.scala"))
     if not java_files:
-        raise BuildError(f"No Java sources under {JAVA_SRCS[0]}")
+        raise BuildError(f"No Java sources under {COMMON_JAVA}")
     with tempfile.TemporaryDirectory(prefix="ttlstate-jar-") as tmp:
         classes = pathlib.Path(tmp) / "classes"
         classes.mkdir()
@@ -166,7 +171,7 @@ def build_jar(out: pathlib.Path, jars_dir: pathlib.Path | None = None) -> pathli
         argfile.write_text("\n".join(
             ["--release", "17", "-encoding", "UTF-8", "-nowarn", "-d", str(classes),
              "-cp", os.pathsep.join(spark_cp + [str(classes)])] + java_files))
-        _run([javac, f"@{argfile}"], "javac (jvm-shim/src/main/java, jvm-shim/src/spark4/java)")
+        _run([javac, f"@{argfile}"], f"javac (jvm-shim/src/main/java, jvm-shim/src/{overlay}/java)")
         out.parent.mkdir(parents=True, exist_ok=True)
         part = out.with_name(out.name + ".part")
         with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
@@ -221,3 +226,21 @@ class Sdist(_sdist):
         elif not target.is_file():
             print(f"ttlstate: no JDK found; the sdist holds no shim jar (a wheel built from it will "
                   f"need {JDK_HINT})", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python buildsys/ttlstate_build.py --overlay spark35 --jars DIR --out JAR`: a shim jar
+    for one Spark generation against the jars of `DIR` (a pyspark's `jars/` or an sdist's
+    `deps/jars`), by hand; the packaged jar is spark4's."""
+    import argparse
+    ap = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    ap.add_argument("--overlay", choices=OVERLAYS, default="spark4")
+    ap.add_argument("--jars", type=pathlib.Path, help="Spark's jars (default: the installed pyspark's)")
+    ap.add_argument("--out", type=pathlib.Path, required=True)
+    a = ap.parse_args(argv)
+    print(build_jar(a.out, a.jars, a.overlay))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
