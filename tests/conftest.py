@@ -105,13 +105,13 @@ def spark(_session_holder):
 
 @pytest.fixture
 def no_other_stores_loaded(spark):
-    """Unloads every store an earlier test left loaded (Spark's `StateStore.stop()`; its
+    """Unloads every store an earlier test left loaded (`streaming.unload_all_stores`; Spark's
     maintenance unloads them only 60 s or more later in a full suite). The caches of a JVM with
     the same `cache.maxBytes` share one budget (docs/decisions/069-view-takes-back-its-share.md),
     so a test that counts cache misses counts its own queries' only, whatever ran before it in
     the session."""
     import streaming
-    streaming.state_store(spark).stop()
+    streaming.unload_all_stores(spark)
 
 
 @pytest.fixture

@@ -595,9 +595,27 @@ def state_store(spark):
     return cls.getField("MODULE$").get(None)
 
 
+def unload_all_stores(spark) -> None:
+    """Unload every loaded provider of this JVM (Spark's `StateStore.unloadAll()`), leaving
+    Spark's maintenance alone. Not `StateStore.stop()`: it holds the loaded providers' lock
+    while it waits for the maintenance pool to end, and a maintenance task that is running
+    takes that lock after its provider's maintenance, so stop() then waits out
+    `maintenanceShutdownTimeout` and the force timeout (a fixture's setup took 360 s in CI)."""
+    state_store(spark).unloadAll()
+
+
 def restart_state_store_maintenance(spark) -> None:
     """Spark fixes the state store maintenance interval when its maintenance task starts, at
     the first store load of the JVM: in a full suite an earlier module started it at the
-    default 60 s. Stopping `StateStore` (which unloads every loaded provider) makes the next
-    store load start it with the interval of the session then."""
-    state_store(spark).stop()
+    default 60 s. Stopping `StateStore` makes the next store load start it with the interval
+    of the session then. The providers are unloaded and, where the line can (4.1+), the
+    maintenance pool stopped without the providers' lock first, so running maintenance ends
+    before stop() takes that lock (`unload_all_stores`)."""
+    from py4j.protocol import Py4JError
+    store = state_store(spark)
+    store.unloadAll()
+    try:
+        store.stopMaintenanceTaskWithoutLock()
+    except Py4JError:  # Spark 4.0 has no such method (nor the stall)
+        pass
+    store.stop()

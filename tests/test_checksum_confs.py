@@ -53,9 +53,9 @@ class Runs:
 
 
 def _unload_stores(spark) -> None:
-    """Unload every loaded provider of this JVM (Spark's `StateStore.stop()`), so a restarted
+    """Unload every loaded provider of this JVM (`streaming.unload_all_stores`), so a restarted
     query loads its state from the checkpoint instead of reusing the stores in memory."""
-    st.state_store(spark).stop()
+    st.unload_all_stores(spark)
 
 
 @pytest.fixture(scope="module")
