@@ -68,24 +68,25 @@ public class TtlStateStoreProvider implements StateStoreProvider {
                 @Override
                 public void onTaskCompletion(TaskContext context) {
                     store.abort();
-                    takeTaskReadStore(-1);
+                    forgetTaskReadStore();
                 }
             });
         }
         return store;
     }
 
-    /**
-     * The read store the running task opened at {@code version}, forgotten here (null: none);
-     * any other one is forgotten too (-1: whatever its version).
-     */
+    /** The read store the running task opened at {@code version} (null: none); forgets any. */
     private synchronized ReadStore takeTaskReadStore(long version) {
         TaskContext task = TaskContext.get();
         ReadStore read = taskReadStore;
         boolean same = read != null && task != null && task.taskAttemptId() == taskReadStoreAttempt
                 && version == taskReadStoreVersion;
-        taskReadStore = null;
+        forgetTaskReadStore();
         return same ? read : null;
+    }
+
+    private synchronized void forgetTaskReadStore() {
+        taskReadStore = null;
     }
 
     @Override

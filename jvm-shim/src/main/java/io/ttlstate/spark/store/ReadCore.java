@@ -1,5 +1,6 @@
 package io.ttlstate.spark.store;
 
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 import io.ttlstate.spark.metrics.StoreMetrics;
@@ -35,7 +36,7 @@ final class ReadCore extends StoreCore {
      * version that {@code openWriteStore} opens: the read store's own transaction ends first,
      * and its reads go through the write store's from then on (see above).
      */
-    static <W> W upgrade(ReadCore read, Supplier<W> openWriteStore, java.util.function.Function<W, WriteCore> coreOf) {
+    static <W> W upgrade(ReadCore read, Supplier<W> openWriteStore, Function<W, WriteCore> coreOf) {
         if (read != null) {
             read.end();
         }

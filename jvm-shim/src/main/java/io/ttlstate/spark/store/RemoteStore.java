@@ -132,12 +132,7 @@ public final class RemoteStore {
         StoreMetrics metrics = new StoreMetrics();
         Prepared p = prepare(version, id, false, batchTimes(version), metrics, -1);
         LOG.debug("Opened write store of version {} for {}", version, this);
-        WriteCore core = new WriteCore(this, version, p.loadedId, p.txn, keyCodec(), metrics, numValueFields(),
-                forceSnapshotOnCommit, checkpointIds);
-        synchronized (this) {
-            users.writeOpened(core);
-        }
-        return new WriteStore(core);
+        return writeStoreOf(version, p, metrics, forceSnapshotOnCommit);
     }
 
     /** A read store of {@code version} (checkpoint id {@code id}; null: any). */
@@ -147,7 +142,7 @@ public final class RemoteStore {
         synchronized (this) {
             users.readOpened(p.txn);
         }
-        return new ReadStore(new ReadCore(this, version, p.txn, keyCodec(), metrics, numValueFields()));
+        return readStoreOf(version, p, metrics);
     }
 
     /**
@@ -158,15 +153,22 @@ public final class RemoteStore {
     public ReadStateStore replayStore(long snapshotVersion, long version, String id, boolean readOnly) {
         StoreMetrics metrics = new StoreMetrics();
         Prepared p = prepare(version, id, readOnly, batchTimes(version), metrics, snapshotVersion);
-        if (readOnly) {
-            return new ReadStore(new ReadCore(this, version, p.txn, keyCodec(), metrics, numValueFields()));
-        }
+        return readOnly ? readStoreOf(version, p, metrics) : writeStoreOf(version, p, metrics, false);
+    }
+
+    /** The write store of {@code p}'s transaction at {@code version}, registered as this store's writer. */
+    private StateStore writeStoreOf(long version, Prepared p, StoreMetrics metrics, boolean forceSnapshotOnCommit) {
         WriteCore core = new WriteCore(this, version, p.loadedId, p.txn, keyCodec(), metrics, numValueFields(),
-                false, checkpointIds);
+                forceSnapshotOnCommit, checkpointIds);
         synchronized (this) {
             users.writeOpened(core);
         }
         return new WriteStore(core);
+    }
+
+    /** The read store of {@code p}'s transaction at {@code version}. */
+    private ReadStateStore readStoreOf(long version, Prepared p, StoreMetrics metrics) {
+        return new ReadStore(new ReadCore(this, version, p.txn, keyCodec(), metrics, numValueFields()));
     }
 
     /**

@@ -15,7 +15,8 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
  * generation) add the interface's signatures and refusals. Used by one task thread.
  */
 class StoreCore {
-    private static final byte[] EMPTY = new byte[0];
+    /** The empty key prefix: a scan of every entry. */
+    static final byte[] EMPTY = new byte[0];
 
     final RemoteStore remote;
     final long version;

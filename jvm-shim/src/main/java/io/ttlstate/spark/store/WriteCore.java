@@ -24,7 +24,6 @@ import org.slf4j.LoggerFactory;
 final class WriteCore extends StoreCore {
     /** Logs as the write store its front is. */
     private static final Logger LOG = LoggerFactory.getLogger(WriteCore.class.getPackageName() + ".WriteStore");
-    private static final byte[] EMPTY = new byte[0];
 
     private enum State { UPDATING, COMMITTED, ABORTED }
 
